@@ -1,0 +1,46 @@
+"""Shared pydantic base for every API model: camelCase on the wire, strict about unknown keys."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+from pydantic.alias_generators import to_camel
+
+__all__ = ["ApiModel", "cel", "parse_duration_seconds", "DURATION_PATTERN"]
+
+#: Go-style durations as Argo Rollouts and Kubernetes users write them: "30s", "5m", "1h30m".
+DURATION_PATTERN = r"^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$"
+_DURATION_PART = re.compile(r"([0-9]+(?:\.[0-9]+)?)(ms|s|m|h)")
+_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def parse_duration_seconds(text: str) -> float:
+    """Parse "1m30s" into 90.0; raises ValueError for anything else."""
+    if not re.fullmatch(DURATION_PATTERN, text):
+        raise ValueError(f"{text!r} is not a duration such as 30s, 5m or 1h30m")
+    return sum(float(n) * _UNIT_SECONDS[u] for n, u in _DURATION_PART.findall(text))
+
+
+def cel(rule: str, message: str, field_path: str | None = None) -> dict[str, str]:
+    """One `x-kubernetes-validations` entry (a CEL rule the API server enforces)."""
+    entry = {"rule": rule, "message": message}
+    if field_path is not None:
+        entry["fieldPath"] = field_path
+    return entry
+
+
+class ApiModel(BaseModel):
+    """camelCase aliases, unknown keys rejected, immutable once parsed."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel,
+        populate_by_name=True,
+        extra="forbid",
+        frozen=True,
+    )
+
+    def to_wire(self) -> dict[str, Any]:
+        """The object as it is written to Kubernetes: aliases, no unset optionals."""
+        return self.model_dump(by_alias=True, exclude_none=True, mode="json")

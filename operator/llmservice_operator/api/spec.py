@@ -1,0 +1,449 @@
+"""The `LLMService` spec: what a platform team writes.
+
+Each rule that the API server can judge alone lives twice: as a CEL rule in
+`x-kubernetes-validations` (so `kubectl apply` refuses it) and as a pydantic validator (so
+`llmservice plan` refuses it the same way before anything reaches a cluster).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import ConfigDict, Field, model_validator
+
+from .base import DURATION_PATTERN, ApiModel, cel
+
+__all__ = [
+    "AnalysisSettings",
+    "AnalysisStepSettings",
+    "BlueGreenSettings",
+    "CompareToStable",
+    "CustomCheck",
+    "EngineSpec",
+    "EnvVar",
+    "GatewayParentRef",
+    "LLMServiceSpec",
+    "ModelSource",
+    "ModelSpec",
+    "NetworkPeer",
+    "NetworkPolicySpec",
+    "PauseStep",
+    "ResourcesSpec",
+    "RolloutSpec",
+    "RolloutStep",
+    "ScalingBehavior",
+    "ScalingSpec",
+    "SecretKeyRef",
+    "ServingSpec",
+    "SLOSpec",
+    "SmokeTestSettings",
+    "Toleration",
+]
+
+Dtype = Literal["auto", "bfloat16", "float16", "float32"]
+Quantization = Literal["none", "fp8", "int8", "awq", "gptq"]
+KvCacheDtype = Literal["auto", "fp8"]
+
+_K8S_NAME = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+
+
+class SecretKeyRef(ApiModel):
+    """A key in a Secret in the LLMService's namespace."""
+
+    name: str = Field(min_length=1, max_length=253, pattern=_K8S_NAME, description="Secret name.")
+    key: str = Field(default="token", min_length=1, description="Key inside the Secret.")
+
+
+class ModelSource(ApiModel):
+    """Where the weights come from. HuggingFace by default; a PVC or a URI for air-gapped clusters."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                cel(
+                    "self.type != 'pvc' || has(self.claimName)",
+                    "source.type pvc needs source.claimName (the PVC holding the weights)",
+                ),
+                cel(
+                    "self.type != 'uri' || has(self.uri)",
+                    "source.type uri needs source.uri (for example s3://bucket/path)",
+                ),
+            ]
+        }
+    )
+
+    type: Literal["hf", "pvc", "uri"] = Field(default="hf", description="hf, pvc or uri.")
+    claim_name: str | None = Field(default=None, description="PVC with the weights (type pvc).")
+    path: str | None = Field(default=None, description="Directory inside the PVC (type pvc).")
+    uri: str | None = Field(default=None, description="s3:// or gs:// URI (type uri).")
+
+    @model_validator(mode="after")
+    def _source_fields(self) -> ModelSource:
+        if self.type == "pvc" and not self.claim_name:
+            raise ValueError("source.type pvc needs source.claimName (the PVC holding the weights)")
+        if self.type == "uri" and not self.uri:
+            raise ValueError("source.type uri needs source.uri (for example s3://bucket/path)")
+        return self
+
+
+class ModelSpec(ApiModel):
+    """The model to serve and the precision to serve it in."""
+
+    id: str = Field(min_length=1, description="HuggingFace model id, e.g. meta-llama/Llama-3.1-8B.")
+    revision: str | None = Field(
+        default=None, description="Pinned commit of the model repo; a new revision is a rollout."
+    )
+    served_name: str | None = Field(
+        default=None,
+        description="Name clients send as `model`; defaults to the LLMService's name.",
+    )
+    source: ModelSource = Field(default_factory=ModelSource)
+    architecture: dict[str, Any] | None = Field(
+        default=None,
+        description=(
+            "HF config.json keys that override (or replace, for models the operator does not "
+            "know) the model's architecture used for sizing."
+        ),
+        json_schema_extra={"x-kubernetes-preserve-unknown-fields": True},
+    )
+    dtype: Dtype = Field(default="auto", description="Weight dtype: auto follows config.json.")
+    quantization: Quantization = Field(default="none", description="none, fp8, int8, awq, gptq.")
+
+
+class EnvVar(ApiModel):
+    name: str = Field(min_length=1, pattern=r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
+    value: str = ""
+
+
+class EngineSpec(ApiModel):
+    """vLLM engine settings. Flags are rendered for `vllmVersion`'s own argument parser."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                cel(
+                    "!has(self.maxNumBatchedTokens) || !has(self.maxNumSeqs) || "
+                    "self.maxNumBatchedTokens >= self.maxNumSeqs",
+                    "engine.maxNumBatchedTokens must be at least engine.maxNumSeqs",
+                )
+            ]
+        }
+    )
+
+    vllm_version: str = Field(
+        default="0.33.0", pattern=r"^[0-9]+\.[0-9]+\.[0-9]+$", description="Pinned vLLM version."
+    )
+    image: str | None = Field(
+        default=None, description="Serving image; defaults to vllm/vllm-openai:v<vllmVersion>."
+    )
+    max_model_len: int = Field(ge=128, le=10_485_760, description="Longest prompt+output, tokens.")
+    max_num_seqs: int | None = Field(
+        default=None, ge=1, le=4096, description="Batch size cap; derived from the KV pool if unset."
+    )
+    max_num_batched_tokens: int | None = Field(default=None, ge=1, le=10_485_760)
+    kv_cache_dtype: KvCacheDtype = "auto"
+    prefix_caching: bool = True
+    chunked_prefill: bool = True
+    gpu_memory_utilization: float = Field(default=0.92, gt=0.1, le=0.99)
+    extra_args: list[str] = Field(
+        default_factory=list, max_length=64, description="Extra vLLM flags, passed verbatim."
+    )
+    env: list[EnvVar] = Field(default_factory=list, max_length=64)
+    hf_token_secret_ref: SecretKeyRef | None = Field(
+        default=None, description="Secret with the HuggingFace token (never put it in env)."
+    )
+
+    @model_validator(mode="after")
+    def _batched_tokens(self) -> EngineSpec:
+        if (
+            self.max_num_batched_tokens is not None
+            and self.max_num_seqs is not None
+            and self.max_num_batched_tokens < self.max_num_seqs
+        ):
+            raise ValueError("engine.maxNumBatchedTokens must be at least engine.maxNumSeqs")
+        return self
+
+
+class Toleration(ApiModel):
+    key: str | None = None
+    operator: Literal["Exists", "Equal"] = "Exists"
+    value: str | None = None
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
+
+
+class ResourcesSpec(ApiModel):
+    """Which GPUs, and how much concurrency the KV cache must hold."""
+
+    model_config = ConfigDict(
+        populate_by_name=True,
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                cel(
+                    "self.gpu == 'auto' || !has(self.allowedGPUs) || size(self.allowedGPUs) == 0 "
+                    "|| self.gpu in self.allowedGPUs",
+                    "resources.gpu must be 'auto' or one of resources.allowedGPUs",
+                )
+            ]
+        },
+    )
+
+    gpu: str = Field(default="auto", min_length=1, description="'auto' or a GPU catalog name.")
+    allowed_gpus: list[str] = Field(
+        default_factory=list,
+        alias="allowedGPUs",
+        max_length=32,
+        description="GPU types 'auto' may choose from; empty means the whole catalog.",
+    )
+    min_concurrency: int = Field(
+        default=1, ge=1, le=4096, description="Full-length sequences the KV pool must hold."
+    )
+    cpu: str | None = Field(default=None, description="CPU request per replica, e.g. '8'.")
+    memory: str | None = Field(default=None, description="Memory request per replica, e.g. 64Gi.")
+    node_selector: dict[str, str] = Field(default_factory=dict)
+    tolerations: list[Toleration] = Field(default_factory=list, max_length=32)
+
+    @model_validator(mode="after")
+    def _gpu_in_allowed(self) -> ResourcesSpec:
+        if self.gpu != "auto" and self.allowed_gpus and self.gpu not in self.allowed_gpus:
+            raise ValueError("resources.gpu must be 'auto' or one of resources.allowedGPUs")
+        return self
+
+
+class SLOSpec(ApiModel):
+    """Latency and error objectives; rollouts are judged on them."""
+
+    ttft_p99_ms: float | None = Field(default=None, gt=0, description="Time to first token, p99.")
+    tpot_p99_ms: float | None = Field(default=None, gt=0, description="Time per output token, p99.")
+    max_error_rate: float | None = Field(default=None, ge=0, le=1, description="Fraction, 0..1.")
+
+
+class ScalingBehavior(ApiModel):
+    stabilization_window_seconds: int = Field(default=0, ge=0, le=3600)
+    max_replicas_per_period: int = Field(default=4, ge=1, le=1000)
+    period_seconds: int = Field(default=60, ge=1, le=1800)
+
+
+def _scale_down_default() -> ScalingBehavior:
+    return ScalingBehavior(stabilization_window_seconds=300, max_replicas_per_period=1)
+
+
+class ScalingSpec(ApiModel):
+    """How many replicas, and who decides: the operator (default), an HPA, KEDA, or nobody."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                cel(
+                    "self.minReplicas <= self.maxReplicas",
+                    "scaling.minReplicas must not exceed scaling.maxReplicas",
+                ),
+                cel(
+                    "self.minReplicas > 0 || self.mode == 'operator' || self.mode == 'keda'",
+                    "scaling.minReplicas 0 (scale to zero) needs mode operator or keda",
+                ),
+            ]
+        }
+    )
+
+    mode: Literal["operator", "hpa", "keda", "manual"] = Field(
+        default="operator",
+        description="operator scales on queue depth; hpa/keda render an object; manual: minReplicas.",
+    )
+    min_replicas: int = Field(default=1, ge=0, le=1000)
+    max_replicas: int = Field(default=1, ge=1, le=1000)
+    target_queue_depth: float | None = Field(
+        default=None, gt=0, description="Waiting requests per ready replica; derived if unset."
+    )
+    kv_cache_usage_ceiling: float = Field(default=0.9, gt=0, le=1)
+    evaluation_interval_seconds: int = Field(default=15, ge=1, le=600)
+    metrics_source: Literal["prometheus", "pods"] = "prometheus"
+    scale_up: ScalingBehavior = Field(default_factory=ScalingBehavior)
+    scale_down: ScalingBehavior = Field(default_factory=_scale_down_default)
+
+    @model_validator(mode="after")
+    def _bounds(self) -> ScalingSpec:
+        if self.min_replicas > self.max_replicas:
+            raise ValueError("scaling.minReplicas must not exceed scaling.maxReplicas")
+        if self.min_replicas == 0 and self.mode not in ("operator", "keda"):
+            raise ValueError("scaling.minReplicas 0 (scale to zero) needs mode operator or keda")
+        return self
+
+
+class PauseStep(ApiModel):
+    duration: str | None = Field(
+        default=None,
+        pattern=DURATION_PATTERN,
+        description="How long to pause; without it, until a person resumes the rollout.",
+    )
+
+
+class AnalysisStepSettings(ApiModel):
+    """An analysis step; empty means the service's rollout.analysis settings."""
+
+    count: int | None = Field(default=None, ge=1, le=100)
+    interval: str | None = Field(default=None, pattern=DURATION_PATTERN)
+
+
+class RolloutStep(ApiModel):
+    """Exactly one of setWeight, pause, analysis."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                cel(
+                    "[has(self.setWeight), has(self.pause), has(self.analysis)]"
+                    ".filter(x, x).size() == 1",
+                    "each rollout step sets exactly one of setWeight, pause, analysis",
+                )
+            ]
+        }
+    )
+
+    set_weight: int | None = Field(default=None, ge=0, le=100)
+    pause: PauseStep | None = None
+    analysis: AnalysisStepSettings | None = None
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> RolloutStep:
+        chosen = [x is not None for x in (self.set_weight, self.pause, self.analysis)]
+        if sum(chosen) != 1:
+            raise ValueError("each rollout step sets exactly one of setWeight, pause, analysis")
+        return self
+
+
+class CompareToStable(ApiModel):
+    """Candidate versus stable over the same window."""
+
+    ttft_p99_max_increase_percent: float | None = Field(default=None, ge=0)
+    tpot_p99_max_increase_percent: float | None = Field(default=None, ge=0)
+
+
+class CustomCheck(ApiModel):
+    """A PromQL query of your own; `{{revision}}` and `{{namespace}}` are substituted."""
+
+    name: str = Field(min_length=1, max_length=63, pattern=_K8S_NAME)
+    query: str = Field(min_length=1)
+    operator: Literal["<", "<=", ">", ">="] = "<"
+    threshold: float
+
+
+class AnalysisSettings(ApiModel):
+    """Argo Rollouts semantics: count measurements every interval; limits end the run early."""
+
+    interval: str = Field(default="1m", pattern=DURATION_PATTERN)
+    count: int = Field(default=3, ge=1, le=100)
+    window: str | None = Field(
+        default=None, pattern=DURATION_PATTERN, description="PromQL range; defaults to interval."
+    )
+    min_samples: int = Field(default=50, ge=0, description="Requests per window below is NoData.")
+    failure_limit: int = Field(default=0, ge=0)
+    inconclusive_limit: int = Field(default=0, ge=0)
+    consecutive_error_limit: int = Field(default=4, ge=0)
+    on_no_data: Literal["inconclusive", "fail", "pass"] = "inconclusive"
+    compare_to_stable: CompareToStable | None = None
+    custom_checks: list[CustomCheck] = Field(default_factory=list, max_length=16)
+
+
+class BlueGreenSettings(ApiModel):
+    scale_down_delay_seconds: int = Field(default=300, ge=0, le=86_400)
+    auto_promote: bool = True
+
+
+class SmokeTestSettings(ApiModel):
+    enabled: bool = True
+    timeout_seconds: int = Field(default=120, ge=1, le=3600)
+
+
+class GatewayParentRef(ApiModel):
+    """A Gateway API parent: traffic is then split with HTTPRoute backend weights."""
+
+    name: str = Field(min_length=1)
+    namespace: str | None = None
+    section_name: str | None = None
+
+
+class RolloutSpec(ApiModel):
+    """How a new revision (anything that changes the serving pods) goes out."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                cel(
+                    "self.steps.filter(s, has(s.setWeight)).map(s, s.setWeight).isSorted()",
+                    "canary setWeight steps must never decrease (e.g. 10, 50, 100)",
+                ),
+                cel(
+                    "self.strategy != 'blueGreen' || !self.steps.exists(s, has(s.setWeight))",
+                    "blueGreen rollouts switch all traffic at once: remove the setWeight steps",
+                ),
+            ]
+        }
+    )
+
+    strategy: Literal["canary", "blueGreen"] = "canary"
+    steps: list[RolloutStep] = Field(default_factory=list, max_length=32)
+    analysis: AnalysisSettings = Field(default_factory=AnalysisSettings)
+    progress_deadline_seconds: int = Field(
+        default=1800, ge=60, le=86_400, description="Candidate must be Ready within this."
+    )
+    blue_green: BlueGreenSettings = Field(default_factory=BlueGreenSettings)
+    smoke_test: SmokeTestSettings = Field(default_factory=SmokeTestSettings)
+    gateway_parent_ref: GatewayParentRef | None = None
+
+    @model_validator(mode="after")
+    def _weights(self) -> RolloutSpec:
+        weights = [s.set_weight for s in self.steps if s.set_weight is not None]
+        if weights != sorted(weights):
+            raise ValueError("canary setWeight steps must never decrease (e.g. 10, 50, 100)")
+        if self.strategy == "blueGreen" and weights:
+            raise ValueError(
+                "blueGreen rollouts switch all traffic at once: remove the setWeight steps"
+            )
+        return self
+
+
+class NetworkPeer(ApiModel):
+    """Clients allowed to reach the serving port (label selectors, as in a NetworkPolicy)."""
+
+    namespace_selector: dict[str, str] | None = None
+    pod_selector: dict[str, str] | None = None
+
+
+class NetworkPolicySpec(ApiModel):
+    enabled: bool = True
+    allow_from: list[NetworkPeer] = Field(
+        default_factory=list,
+        max_length=32,
+        description="Empty: only pods in the same namespace (and Prometheus) may connect.",
+    )
+    prometheus_namespace_selector: dict[str, str] | None = Field(
+        default=None, description="Namespaces whose pods may scrape /metrics."
+    )
+
+
+class ServingSpec(ApiModel):
+    port: int = Field(default=8000, ge=1, le=65535)
+    api_key_secret_ref: SecretKeyRef | None = None
+    network_policy: NetworkPolicySpec = Field(default_factory=NetworkPolicySpec)
+    drain_seconds: int = Field(
+        default=120,
+        ge=0,
+        le=3600,
+        description="Grace period for in-flight streams on scale-down; longer than a generation.",
+    )
+
+
+class LLMServiceSpec(ApiModel):
+    model: ModelSpec
+    engine: EngineSpec
+    resources: ResourcesSpec = Field(default_factory=ResourcesSpec)
+    slo: SLOSpec = Field(default_factory=SLOSpec)
+    scaling: ScalingSpec = Field(default_factory=ScalingSpec)
+    replicas: int | None = Field(
+        default=None,
+        ge=0,
+        le=1000,
+        description="Replica count for scaling.mode manual (target of the scale subresource).",
+    )
+    rollout: RolloutSpec = Field(default_factory=RolloutSpec)
+    serving: ServingSpec = Field(default_factory=ServingSpec)
