@@ -50,7 +50,7 @@ def _structural(node: Any) -> Any:
         merged.update(node)
         if len(non_null) != len(any_of):
             merged["nullable"] = True
-        node = merged
+        node = {k: v for k, v in merged.items() if k not in _DROP_KEYS}
         if node.get("default", "") is None:
             del node["default"]
     if "const" in node:

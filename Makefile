@@ -1,0 +1,76 @@
+# The single source of truth for set-up, lint, type checks, tests and generated files.
+# README's two commands: `make install test` and `make demo`.
+
+SHELL := /bin/bash
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+export PATH := $(CURDIR)/$(BIN):$(PATH)
+
+.PHONY: install install-python install-system tools lint typecheck test test-unit \
+        test-integration crds check-crds golden cluster-up cluster-down demo bench test-vllm-flags clean
+
+install: install-python install-system tools ## everything the tests need
+
+install-python: $(BIN)/llmservice
+$(BIN)/llmservice: pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $@
+
+install-system: ## Debian packages: Prometheus (scrapes the simulator pods), openssl (cluster PKI)
+	@if ! command -v prometheus >/dev/null || ! command -v openssl >/dev/null; then \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus openssl >/dev/null; \
+	fi
+	@-systemctl disable --now prometheus >/dev/null 2>&1 || true
+	@-pkill -x prometheus >/dev/null 2>&1 || true
+
+tools: install-python ## real control-plane binaries, built once from the Go module proxy into ~/.cache
+	bash hack/build-binaries.sh
+
+lint: install-python
+	$(BIN)/ruff check operator tests
+	$(BIN)/ruff format --check operator tests
+	$(BIN)/lint-imports
+
+typecheck: install-python
+	$(BIN)/mypy
+
+test: lint typecheck check-crds test-unit test-integration
+
+test-unit: install-python
+	$(BIN)/pytest tests/unit -q
+
+test-integration: install-python
+	$(BIN)/pytest tests/integration -q -p no:cacheprovider
+
+crds: install-python ## regenerate crds/ and the chart's copy from the pydantic models
+	$(BIN)/llmservice crd -o crds/llmservice.yaml
+	@if [ -d charts/llmservice-operator/crds ]; then cp crds/llmservice.yaml charts/llmservice-operator/crds/llmservice.yaml; fi
+
+check-crds: install-python
+	@$(BIN)/llmservice crd | diff -u crds/llmservice.yaml - >/dev/null || \
+	  { echo "crds/llmservice.yaml is stale: run 'make crds'"; exit 1; }
+
+golden: install-python ## regenerate tests/golden from examples/
+	UPDATE_GOLDEN=1 $(BIN)/pytest tests/unit/test_golden.py -q
+
+cluster-up: tools
+	$(BIN)/llmservice cluster up
+
+cluster-down: install-python
+	$(BIN)/llmservice cluster down
+
+demo: install-python install-system tools ## the local control plane, the operator and an example
+	$(BIN)/python hack/demo.py
+
+bench: install-python
+	$(BIN)/python -m benchmarks.autoscale
+
+test-vllm-flags: install-python ## opt-in: check rendered flags against vLLM's own parser (~9 GB)
+	$(BIN)/pip install --quiet 'vllm==0.33.0'
+	$(BIN)/pytest -m vllm tests/unit/test_vllm_flags.py -q
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -1,0 +1,77 @@
+"""The vLLM server flags the renderer may emit, per vLLM release line.
+
+Each table lists only flags that release's own argument parser accepts (an opt-in test,
+`make test-vllm-flags`, installs that vLLM and feeds it our rendered args). An unknown release
+is a spec error rather than a guess: a wrong flag makes vLLM exit at start-up.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["FlagTable", "KNOWN_RELEASES", "flag_table"]
+
+
+@dataclass(frozen=True)
+class FlagTable:
+    release: str
+    flags: frozenset[str]
+    #: Boolean flags that take a `--no-` form (argparse BooleanOptionalAction).
+    negatable: frozenset[str]
+    default_gpu_memory_utilization: float
+
+    def require(self, flag: str) -> str:
+        if flag not in self.flags:
+            raise KeyError(f"vLLM {self.release} has no flag {flag}")
+        return flag
+
+    def boolean(self, flag: str, enabled: bool) -> str:
+        if flag not in self.negatable:
+            raise KeyError(f"vLLM {self.release} flag {flag} has no --no- form")
+        return flag if enabled else "--no-" + flag.removeprefix("--")
+
+
+_COMMON = frozenset(
+    {
+        "--host",
+        "--port",
+        "--served-model-name",
+        "--revision",
+        "--dtype",
+        "--quantization",
+        "--kv-cache-dtype",
+        "--max-model-len",
+        "--max-num-seqs",
+        "--max-num-batched-tokens",
+        "--tensor-parallel-size",
+        "--pipeline-parallel-size",
+        "--gpu-memory-utilization",
+        "--enable-prefix-caching",
+        "--enable-chunked-prefill",
+        "--download-dir",
+        "--load-format",
+        "--disable-log-requests",
+        "--enable-log-requests",
+        "--disable-uvicorn-access-log",
+        "--trust-remote-code",
+    }
+)
+_NEGATABLE = frozenset({"--enable-prefix-caching", "--enable-chunked-prefill"})
+
+_TABLES = {
+    "0.33": FlagTable("0.33", _COMMON, _NEGATABLE, 0.92),
+    "0.11": FlagTable("0.11", _COMMON, _NEGATABLE, 0.9),
+    "0.10": FlagTable("0.10", _COMMON, _NEGATABLE, 0.9),
+}
+
+KNOWN_RELEASES = tuple(sorted(_TABLES))
+
+
+def flag_table(vllm_version: str) -> FlagTable:
+    """The table for a full version such as "0.33.0" (matched on major.minor)."""
+    release = ".".join(vllm_version.split(".")[:2])
+    try:
+        return _TABLES[release]
+    except KeyError:
+        known = ", ".join(f"{r}.x" for r in KNOWN_RELEASES)
+        raise KeyError(f"vLLM {vllm_version} is not in the flag table (known: {known})") from None
