@@ -1,0 +1,1 @@
+"""Adapters: the only code that does I/O (Kubernetes, Prometheus, HTTP)."""

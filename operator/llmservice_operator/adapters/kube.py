@@ -1,0 +1,229 @@
+"""The only code that talks to the Kubernetes API.
+
+Every call the operator makes is here, and `RBAC_RULES` lists exactly the verbs these calls
+need; the Helm chart's ClusterRole is checked against it by a test.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from kubernetes import client, config
+from kubernetes.dynamic import DynamicClient
+from kubernetes.dynamic.exceptions import (
+    ApiException,
+    NotFoundError,
+    ResourceNotFoundError,
+)
+
+from ..api import API_VERSION, KIND
+from ..render.labels import SERVICE
+
+__all__ = [
+    "AUTOSCALER_FIELD_MANAGER",
+    "FIELD_MANAGER",
+    "OWNED_KINDS",
+    "RBAC_RULES",
+    "KubeAdapter",
+    "ObservedState",
+    "load_kube_config",
+]
+
+log = logging.getLogger(__name__)
+
+FIELD_MANAGER = "llmservice-operator"
+#: A second manager for Deployment.spec.replicas: the rendered object leaves it out.
+AUTOSCALER_FIELD_MANAGER = "llmservice-autoscaler"
+
+#: (apiVersion, kind) of everything the operator creates, in apply order.
+OWNED_KINDS: tuple[tuple[str, str], ...] = (
+    ("apps/v1", "Deployment"),
+    ("v1", "Service"),
+    ("policy/v1", "PodDisruptionBudget"),
+    ("networking.k8s.io/v1", "NetworkPolicy"),
+    ("autoscaling/v2", "HorizontalPodAutoscaler"),
+    ("keda.sh/v1alpha1", "ScaledObject"),
+    ("gateway.networking.k8s.io/v1", "HTTPRoute"),
+)
+
+#: (apiGroup, resource, verbs): the least privilege the calls in this module need.
+RBAC_RULES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    ("serving.llmservice.dev", "llmservices", ("get", "list", "watch", "patch")),
+    ("serving.llmservice.dev", "llmservices/status", ("get", "patch")),
+    ("apps", "deployments", ("get", "list", "watch", "patch", "delete")),
+    ("apps", "deployments/scale", ("get", "patch")),
+    ("", "services", ("get", "list", "watch", "patch", "delete")),
+    ("policy", "poddisruptionbudgets", ("get", "list", "patch", "delete")),
+    ("networking.k8s.io", "networkpolicies", ("get", "list", "patch", "delete")),
+    ("autoscaling", "horizontalpodautoscalers", ("get", "list", "patch", "delete")),
+    ("keda.sh", "scaledobjects", ("get", "list", "patch", "delete")),
+    ("gateway.networking.k8s.io", "httproutes", ("get", "list", "patch", "delete")),
+    ("", "pods", ("get", "list", "watch")),
+    ("", "secrets", ("get",)),
+    ("", "events", ("create", "patch")),
+    ("events.k8s.io", "events", ("create", "patch")),
+    ("coordination.k8s.io", "leases", ("get", "create", "update")),
+    ("apiextensions.k8s.io", "customresourcedefinitions", ("get", "list", "watch")),
+    ("", "namespaces", ("get", "list", "watch")),
+)
+
+
+def load_kube_config() -> client.ApiClient:
+    """In-cluster config when running in a pod, else $KUBECONFIG / ~/.kube/config."""
+    try:
+        config.load_incluster_config()
+    except config.ConfigException:
+        config.load_kube_config()
+    return client.ApiClient()
+
+
+@dataclass
+class ObservedState:
+    """What exists now for one LLMService."""
+
+    owned: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    pods: list[dict[str, Any]] = field(default_factory=list)
+    #: Secret name -> its data keys; None when the Secret does not exist.
+    secrets: dict[str, set[str] | None] = field(default_factory=dict)
+    #: Kinds whose API is not installed in the cluster (e.g. KEDA's ScaledObject).
+    missing_apis: set[str] = field(default_factory=set)
+
+    def by_kind(self, kind: str) -> list[dict[str, Any]]:
+        return [obj for (k, _name), obj in sorted(self.owned.items()) if k == kind]
+
+
+class KubeAdapter:
+    def __init__(self, api_client: client.ApiClient) -> None:
+        self._dynamic = DynamicClient(api_client)
+        self._core = client.CoreV1Api(api_client)
+
+    def _resource(self, api_version: str, kind: str) -> Any:
+        return self._dynamic.resources.get(api_version=api_version, kind=kind)
+
+    def observe(self, namespace: str, name: str, secret_names: list[str]) -> ObservedState:
+        state = ObservedState()
+        selector = f"{SERVICE}={name}"
+        for api_version, kind in OWNED_KINDS:
+            try:
+                resource = self._resource(api_version, kind)
+            except ResourceNotFoundError:
+                state.missing_apis.add(kind)
+                continue
+            listed = resource.get(namespace=namespace, label_selector=selector).to_dict()
+            for item in listed.get("items", []):
+                if _owned_by(item, name):
+                    state.owned[(kind, item["metadata"]["name"])] = item
+        pods = self._core.list_namespaced_pod(namespace, label_selector=selector)
+        state.pods = [self._core.api_client.sanitize_for_serialization(p) for p in pods.items]
+        for secret in secret_names:
+            try:
+                found = self._core.read_namespaced_secret(secret, namespace)
+            except client.ApiException as err:
+                if err.status != 404:
+                    raise
+                state.secrets[secret] = None
+            else:
+                state.secrets[secret] = set((found.data or {}).keys())
+        return state
+
+    def apply(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """Server-side apply under FIELD_MANAGER; a no-op apply does not bump resourceVersion."""
+        resource = self._resource(obj["apiVersion"], obj["kind"])
+        applied = resource.server_side_apply(
+            body=obj,
+            namespace=obj["metadata"].get("namespace"),
+            field_manager=FIELD_MANAGER,
+            force_conflicts=True,
+        )
+        result: dict[str, Any] = applied.to_dict()
+        return result
+
+    def delete(self, api_version: str, kind: str, namespace: str, name: str) -> None:
+        resource = self._resource(api_version, kind)
+        try:
+            resource.delete(name=name, namespace=namespace, body={"propagationPolicy": "Background"})
+        except NotFoundError:
+            log.debug("%s %s/%s already gone", kind, namespace, name)
+
+    def scale_deployment(self, namespace: str, name: str, replicas: int) -> None:
+        """Write replicas as the autoscaler's own field manager (one writer per field)."""
+        resource = self._resource("apps/v1", "Deployment")
+        body = {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"replicas": replicas},
+        }
+        resource.server_side_apply(
+            body=body,
+            namespace=namespace,
+            field_manager=AUTOSCALER_FIELD_MANAGER,
+            force_conflicts=True,
+        )
+
+    def post_event(self, obj: dict[str, Any], type_: str, reason: str, message: str) -> None:
+        """A core/v1 Event on the LLMService, as `kubectl describe` shows them."""
+        body = _event_body(obj, type_, reason, message)
+        self._core.create_namespaced_event(obj["metadata"]["namespace"], body)
+
+    def patch_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
+        resource = self._resource(API_VERSION, KIND)
+        resource.status.patch(
+            body={"status": status},
+            name=name,
+            namespace=namespace,
+            content_type="application/merge-patch+json",
+        )
+
+
+def _owned_by(obj: dict[str, Any], service_name: str) -> bool:
+    for ref in obj.get("metadata", {}).get("ownerReferences") or []:
+        if ref.get("kind") == KIND and ref.get("name") == service_name:
+            return True
+    return False
+
+
+def owner_reference(body: dict[str, Any]) -> dict[str, Any]:
+    meta = body["metadata"]
+    return {
+        "apiVersion": API_VERSION,
+        "kind": KIND,
+        "name": meta["name"],
+        "uid": meta["uid"],
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+def is_transient(err: ApiException) -> bool:
+    """Conflicts, throttling and server errors are worth a retry; 4xx otherwise are not."""
+    status = getattr(err, "status", None)
+    return status is None or status in (409, 429) or int(status) >= 500
+
+
+def _event_body(obj: dict[str, Any], type_: str, reason: str, message: str) -> dict[str, Any]:
+    from datetime import UTC, datetime
+
+    meta = obj["metadata"]
+    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return {
+        "metadata": {"generateName": f"{meta['name']}.", "namespace": meta["namespace"]},
+        "involvedObject": {
+            "apiVersion": obj.get("apiVersion", API_VERSION),
+            "kind": obj.get("kind", KIND),
+            "name": meta["name"],
+            "namespace": meta["namespace"],
+            "uid": meta.get("uid"),
+        },
+        "type": type_,
+        "reason": reason,
+        "message": message[:1024],
+        "source": {"component": FIELD_MANAGER},
+        "reportingComponent": FIELD_MANAGER,
+        "reportingInstance": FIELD_MANAGER,
+        "firstTimestamp": now,
+        "lastTimestamp": now,
+        "count": 1,
+    }

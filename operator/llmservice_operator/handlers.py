@@ -1,0 +1,123 @@
+"""Thin kopf handlers: every watch event only enqueues a key; workers run the one reconcile.
+
+Why not `@kopf.daemon`/`@kopf.timer`: they put finalizers on every object, so deleting an
+LLMService hangs while the operator is down. A work queue keyed by namespace/name (the
+controller-runtime model) needs no finalizers: owner references and the garbage collector
+clean up, and a periodic resync makes the loop level-based.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+import kopf
+
+from .adapters.kube import KubeAdapter, load_kube_config
+from .adapters.metrics import OperatorMetrics
+from .api import GROUP, PLURAL, VERSION
+from .decide import Event
+from .reconcile import Reconciler
+from .render.labels import MANAGED_BY, SERVICE
+from .settings import OperatorSettings
+from .sizing import load_catalog
+
+__all__ = ["OperatorState", "register"]
+
+log = logging.getLogger(__name__)
+
+Key = tuple[str, str]
+
+
+@dataclass
+class OperatorState:
+    """In-memory only: everything that must survive a restart lives in the cluster."""
+
+    settings: OperatorSettings
+    metrics: OperatorMetrics
+    bodies: dict[Key, dict[str, Any]] = field(default_factory=dict)
+    queue: asyncio.Queue[Key] | None = None
+    queued: set[Key] = field(default_factory=set)
+    reconciler: Reconciler | None = None
+    kube: KubeAdapter | None = None
+
+    def enqueue(self, key: Key) -> None:
+        if self.queue is None or key in self.queued:
+            return
+        self.queued.add(key)
+        self.queue.put_nowait(key)
+
+
+def _post_events(kube: KubeAdapter, body: dict[str, Any], events: list[Event]) -> None:
+    for event in events:
+        kube.post_event(body, event.type, event.reason, event.message)
+
+
+async def _worker(state: OperatorState) -> None:
+    assert state.queue is not None and state.reconciler is not None and state.kube is not None
+    while True:
+        key = await state.queue.get()
+        state.queued.discard(key)
+        body = state.bodies.get(key)
+        if body is None:
+            continue
+        if body.get("metadata", {}).get("deletionTimestamp"):
+            continue
+        try:
+            result = await asyncio.to_thread(state.reconciler.reconcile, body)
+            await asyncio.to_thread(_post_events, state.kube, body, result.events)
+        except Exception as err:  # noqa: BLE001 - one bad object must not stop the worker
+            log.warning("reconcile of %s/%s failed, retrying: %s", key[0], key[1], err)
+            loop = asyncio.get_running_loop()
+            loop.call_later(min(30.0, state.settings.reconcile_interval_seconds), state.enqueue, key)
+
+
+async def _resync(state: OperatorState) -> None:
+    while True:
+        await asyncio.sleep(state.settings.reconcile_interval_seconds)
+        state.metrics.managed_services.set(len(state.bodies))
+        for key in list(state.bodies):
+            state.enqueue(key)
+
+
+def register(registry: kopf.OperatorRegistry, state: OperatorState) -> None:
+    """Attach the handlers to a kopf registry (one per operator process)."""
+
+    @kopf.on.startup(registry=registry)
+    async def startup(settings: kopf.OperatorSettings, **_: Any) -> None:
+        settings.posting.level = logging.WARNING
+        settings.watching.server_timeout = 300
+        settings.watching.client_timeout = 330
+        api_client = load_kube_config()
+        state.kube = KubeAdapter(api_client)
+        catalog = load_catalog(state.settings.gpu_catalog)
+        state.reconciler = Reconciler(
+            state.kube, catalog, state.settings.prometheus_url, state.metrics
+        )
+        state.queue = asyncio.Queue()
+        for _ in range(4):
+            asyncio.get_running_loop().create_task(_worker(state))
+        asyncio.get_running_loop().create_task(_resync(state))
+
+    @kopf.on.event(GROUP, VERSION, PLURAL, registry=registry)
+    def llmservice_event(event: dict[str, Any], body: kopf.Body, **_: Any) -> None:
+        meta = body.get("metadata", {})
+        key = (meta.get("namespace", ""), meta.get("name", ""))
+        if event.get("type") == "DELETED":
+            state.bodies.pop(key, None)
+            return
+        state.bodies[key] = dict(body)
+        state.enqueue(key)
+
+    def _owner_event(body: kopf.Body, **_: Any) -> None:
+        meta = body.get("metadata", {})
+        service = (meta.get("labels") or {}).get(SERVICE)
+        if service:
+            state.enqueue((meta.get("namespace", ""), service))
+
+    labels = {"app.kubernetes.io/managed-by": MANAGED_BY}
+    kopf.on.event("apps", "v1", "deployments", labels=labels, registry=registry)(_owner_event)
+    kopf.on.event("v1", "services", labels=labels, registry=registry)(_owner_event)
+    kopf.on.event("v1", "pods", labels={SERVICE: kopf.PRESENT}, registry=registry)(_owner_event)

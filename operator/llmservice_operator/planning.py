@@ -1,0 +1,123 @@
+"""From an LLMService to what should run: architecture -> sizing -> serving shape -> objects.
+
+Pure: the GPU catalog comes in as data, and every refusal is a SpecError that names the field
+to change. `llmservice plan` and the operator's reconcile both start here.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from .api import LLMService, SpecError
+from .render.objects import RenderInput, render_service_objects
+from .render.shape import ServingShape
+from .sizing import (
+    GpuCatalog,
+    ModelArchitecture,
+    SizingError,
+    SizingRequest,
+    SizingResult,
+    choose_gpu,
+    load_builtin_model,
+    parse_hf_config,
+)
+
+__all__ = ["ServicePlan", "plan_service", "resolve_architecture", "serving_shape", "size_service"]
+
+GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
+
+
+@dataclass(frozen=True)
+class ServicePlan:
+    service: LLMService
+    sizing: SizingResult
+    shape: ServingShape
+    render_input: RenderInput
+    objects: list[dict[str, Any]]
+
+
+def resolve_architecture(service: LLMService) -> ModelArchitecture:
+    """The model's config.json (carried for known models) with the spec's override on top."""
+    model = service.spec.model
+    config = load_builtin_model(model.id)
+    override = model.architecture or {}
+    if config is None and not override:
+        raise SpecError(
+            "spec.model.architecture",
+            f"the operator has no config.json for {model.id!r}; set spec.model.architecture to "
+            "the model's config.json fields (model_type, num_hidden_layers, hidden_size, "
+            "num_attention_heads, num_key_value_heads, intermediate_size, vocab_size)",
+        )
+    merged = {**(config or {}), **override}
+    try:
+        return parse_hf_config(merged)
+    except SizingError as err:
+        raise SpecError("spec.model.architecture", str(err)) from err
+
+
+def size_service(service: LLMService, catalog: GpuCatalog) -> SizingResult:
+    spec = service.spec
+    request = SizingRequest(
+        architecture=resolve_architecture(service),
+        dtype=spec.model.dtype,
+        quantization=spec.model.quantization,
+        kv_cache_dtype=spec.engine.kv_cache_dtype,
+        max_model_len=spec.engine.max_model_len,
+        min_concurrency=spec.resources.min_concurrency,
+        gpu_memory_utilization=spec.engine.gpu_memory_utilization,
+        max_num_seqs=spec.engine.max_num_seqs,
+        ttft_p99_ms=spec.slo.ttft_p99_ms,
+        tpot_p99_ms=spec.slo.tpot_p99_ms,
+    )
+    try:
+        return choose_gpu(request, catalog, spec.resources.gpu, list(spec.resources.allowed_gpus))
+    except SizingError as err:
+        raise SpecError(f"spec.{err.field}" if err.field else "spec.resources", str(err)) from err
+
+
+def serving_shape(result: SizingResult, catalog: GpuCatalog) -> ServingShape:
+    gpu = catalog.get(result.gpu_type)
+    if result.gpus_per_replica > gpu.gpus_per_node:
+        raise SpecError(
+            "spec.resources",
+            f"{result.summary()} needs {result.gpus_per_replica} GPUs in one replica but a "
+            f"{gpu.name} node has {gpu.gpus_per_node}; multi-node replicas are not supported "
+            "yet: choose a larger GPU, fp8/awq quantization or a shorter maxModelLen",
+        )
+    shm = result.shm_bytes
+    # Host RAM: weights are staged through page cache while loading; keep a third of them.
+    host_memory = math.ceil(result.weight_bytes / 3) + 16 * 1024**3
+    return ServingShape(
+        gpu_name=gpu.name,
+        node_label_key=GPU_PRODUCT_LABEL,
+        node_label_value=gpu.node_label,
+        resource_name=gpu.resource_name,
+        gpus_per_replica=result.gpus_per_replica,
+        tensor_parallel_size=result.tensor_parallel_size,
+        pipeline_parallel_size=result.pipeline_parallel_size,
+        max_num_seqs=result.max_num_seqs,
+        shm_bytes=shm,
+        host_memory_bytes=host_memory,
+    )
+
+
+def plan_service(
+    service: LLMService,
+    catalog: GpuCatalog,
+    prometheus_url: str = "http://prometheus.monitoring.svc:9090",
+) -> ServicePlan:
+    """Size and render, or raise SpecError saying what to change."""
+    result = size_service(service, catalog)
+    if not result.fits:
+        raise SpecError("spec.resources", result.reason)
+    shape = serving_shape(result, catalog)
+    render_input = RenderInput(service=service, shape=shape, prometheus_url=prometheus_url)
+    return ServicePlan(
+        service=service,
+        sizing=result,
+        shape=shape,
+        render_input=render_input,
+        objects=render_service_objects(render_input),
+    )

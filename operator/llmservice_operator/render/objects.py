@@ -1,0 +1,398 @@
+"""Desired Kubernetes objects from spec + sizing. Pure: data in, dicts out.
+
+The templates hold the structure a reader recognises as Kubernetes YAML; this module computes
+the values (flags, env, volumes) that need logic, and the revision hash.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+import jinja2
+import yaml
+
+from ..api import LLMService, SpecError
+from ..api.spec import LLMServiceSpec, ScalingBehavior
+from ..vllm.flags import flag_table
+from .labels import MANAGED_BY, REVISION, SERVICE, revision_selector, selector_labels
+from .shape import ServingShape
+
+__all__ = [
+    "PROMETHEUS_SERVICE_LABEL",
+    "RenderInput",
+    "deployment",
+    "deployment_name",
+    "engine_args",
+    "network_policy",
+    "pod_template",
+    "pod_disruption_budget",
+    "render_service_objects",
+    "revision_hash",
+    "scaler",
+    "service",
+]
+
+#: Label Prometheus attaches to every scraped vLLM series (from the pod label SERVICE).
+PROMETHEUS_SERVICE_LABEL = "llmservice"
+MODEL_CACHE_DIR = "/models-cache"
+PVC_MOUNT_DIR = "/models"
+GIB = 1024**3
+
+
+@dataclass(frozen=True)
+class RenderInput:
+    service: LLMService
+    shape: ServingShape
+    prometheus_url: str = "http://prometheus.monitoring.svc:9090"
+
+    @property
+    def name(self) -> str:
+        return self.service.metadata.name
+
+    @property
+    def namespace(self) -> str:
+        return self.service.metadata.namespace
+
+    @property
+    def spec(self) -> LLMServiceSpec:
+        return self.service.spec
+
+
+@cache
+def _environment() -> jinja2.Environment:
+    return jinja2.Environment(
+        loader=jinja2.PackageLoader("llmservice_operator.render", "templates"),
+        undefined=jinja2.StrictUndefined,
+        autoescape=False,
+        keep_trailing_newline=True,
+    )
+
+
+def _render(template: str, **context: Any) -> dict[str, Any]:
+    text = _environment().get_template(template).render(**context)
+    loaded = yaml.safe_load(text)
+    if not isinstance(loaded, dict):
+        raise TypeError(f"template {template} did not render a mapping")
+    return loaded
+
+
+def _common_labels(inp: RenderInput) -> dict[str, str]:
+    return {
+        **selector_labels(inp.name),
+        "app.kubernetes.io/component": "server",
+        "app.kubernetes.io/part-of": "llmservice",
+        "app.kubernetes.io/managed-by": MANAGED_BY,
+        "app.kubernetes.io/version": inp.spec.engine.vllm_version,
+    }
+
+
+def served_model_name(inp: RenderInput) -> str:
+    return inp.spec.model.served_name or inp.name
+
+
+def _model_tag(inp: RenderInput) -> str:
+    source = inp.spec.model.source
+    if source.type == "pvc":
+        return f"{PVC_MOUNT_DIR}/{(source.path or '').strip('/')}".rstrip("/")
+    if source.type == "uri":
+        assert source.uri is not None  # the spec validator guarantees it
+        return source.uri
+    return inp.spec.model.id
+
+
+def engine_args(inp: RenderInput) -> list[str]:
+    """`vllm serve` arguments, every flag checked against the pinned release's table."""
+    engine = inp.spec.engine
+    model = inp.spec.model
+    try:
+        table = flag_table(engine.vllm_version)
+    except KeyError as err:
+        raise SpecError("spec.engine.vllmVersion", str(err.args[0])) from err
+    flag = table.require
+    args = [
+        _model_tag(inp),
+        flag("--host"), "0.0.0.0",
+        flag("--port"), str(inp.spec.serving.port),
+        flag("--served-model-name"), served_model_name(inp),
+        flag("--tensor-parallel-size"), str(inp.shape.tensor_parallel_size),
+        flag("--pipeline-parallel-size"), str(inp.shape.pipeline_parallel_size),
+        flag("--max-model-len"), str(engine.max_model_len),
+        flag("--max-num-seqs"), str(inp.shape.max_num_seqs),
+        flag("--gpu-memory-utilization"), f"{engine.gpu_memory_utilization:g}",
+        flag("--dtype"), model.dtype,
+        flag("--kv-cache-dtype"), engine.kv_cache_dtype,
+        table.boolean("--enable-prefix-caching", engine.prefix_caching),
+        table.boolean("--enable-chunked-prefill", engine.chunked_prefill),
+        flag("--disable-uvicorn-access-log"),
+    ]  # fmt: skip
+    if model.quantization != "none":
+        args += [flag("--quantization"), model.quantization]
+    if engine.max_num_batched_tokens is not None:
+        args += [flag("--max-num-batched-tokens"), str(engine.max_num_batched_tokens)]
+    if model.revision and model.source.type == "hf":
+        args += [flag("--revision"), model.revision]
+    if model.source.type == "uri":
+        args += [flag("--load-format"), "runai_streamer"]
+    for extra in engine.extra_args:
+        if extra.split("=", 1)[0] in {"--api-key", "--hf-token"}:
+            raise SpecError(
+                "spec.engine.extraArgs",
+                f"{extra.split('=', 1)[0]} would put a secret in the pod spec; use "
+                "spec.serving.apiKeySecretRef / spec.engine.hfTokenSecretRef",
+            )
+    return args + list(engine.extra_args)
+
+
+def _env(inp: RenderInput) -> list[dict[str, Any]]:
+    env: list[dict[str, Any]] = [
+        {"name": "HF_HOME", "value": MODEL_CACHE_DIR},
+        {"name": "VLLM_NO_USAGE_STATS", "value": "1"},
+    ]
+    token = inp.spec.engine.hf_token_secret_ref
+    if token is not None:
+        ref = {"name": token.name, "key": token.key}
+        env.append({"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": ref}})
+    api_key = inp.spec.serving.api_key_secret_ref
+    if api_key is not None:
+        ref = {"name": api_key.name, "key": api_key.key}
+        env.append({"name": "VLLM_API_KEY", "valueFrom": {"secretKeyRef": ref}})
+    reserved = {e["name"] for e in env}
+    for var in inp.spec.engine.env:
+        if var.name in reserved:
+            raise SpecError("spec.engine.env", f"{var.name} is set by the operator; remove it")
+        env.append({"name": var.name, "value": var.value})
+    return env
+
+
+def _volumes(inp: RenderInput) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    shm_mib = max(1024, math.ceil(inp.shape.shm_bytes / 1024**2))
+    volumes: list[dict[str, Any]] = [
+        {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": f"{shm_mib}Mi"}},
+        {"name": "model-cache", "emptyDir": {}},
+    ]
+    mounts: list[dict[str, Any]] = [
+        {"name": "dshm", "mountPath": "/dev/shm"},
+        {"name": "model-cache", "mountPath": MODEL_CACHE_DIR},
+    ]
+    source = inp.spec.model.source
+    if source.type == "pvc":
+        volumes.append(
+            {"name": "weights", "persistentVolumeClaim": {"claimName": source.claim_name,
+                                                          "readOnly": True}}
+        )
+        mounts.append({"name": "weights", "mountPath": PVC_MOUNT_DIR, "readOnly": True})
+    return volumes, mounts
+
+
+def _prestop_command(port: int, drain_seconds: int) -> list[str]:
+    # Poll vLLM's own gauge until no request is running, bounded by the drain budget.
+    script = (
+        "import time,urllib.request\n"
+        f"end=time.time()+{drain_seconds}\n"
+        "time.sleep(5)\n"
+        "while time.time()<end:\n"
+        "  try:\n"
+        f"    m=urllib.request.urlopen('http://127.0.0.1:{port}/metrics',timeout=2).read().decode()\n"
+        "  except Exception:\n"
+        "    break\n"
+        "  busy=[l for l in m.splitlines() if l.startswith('vllm:num_requests_running')"
+        " and not l.rstrip().endswith(' 0.0')]\n"
+        "  if not busy:\n"
+        "    break\n"
+        "  time.sleep(2)\n"
+    )
+    return ["python3", "-c", script]
+
+
+def pod_template(inp: RenderInput) -> dict[str, Any]:
+    """The serving pod template without its revision label (the hash is taken over this)."""
+    spec = inp.spec
+    shape = inp.shape
+    gpus = str(shape.gpus_per_replica)
+    cpu = spec.resources.cpu or str(max(4, 4 * shape.gpus_per_replica))
+    memory = spec.resources.memory or f"{max(32, math.ceil(shape.host_memory_bytes / GIB))}Gi"
+    requests = {"cpu": cpu, "memory": memory, shape.resource_name: gpus}
+    limits = {"memory": memory, shape.resource_name: gpus}
+    tolerations = [{"key": shape.resource_name, "operator": "Exists", "effect": "NoSchedule"}]
+    tolerations += [t.model_dump(exclude_none=True) for t in spec.resources.tolerations]
+    volumes, mounts = _volumes(inp)
+    drain = spec.serving.drain_seconds
+    image = spec.engine.image or f"vllm/vllm-openai:v{spec.engine.vllm_version}"
+    # With an API key vLLM guards /v1/*: probe readiness on /health then (the server only
+    # listens once the engine has loaded the model).
+    readiness = "/health" if spec.serving.api_key_secret_ref else "/v1/models"
+    return _render(
+        "pod.yaml.j2",
+        pod_labels=_common_labels(inp),
+        port=spec.serving.port,
+        termination_grace_seconds=drain + 30,
+        shape=shape,
+        node_selector=spec.resources.node_selector,
+        tolerations=tolerations,
+        image=image,
+        args=engine_args(inp),
+        env=_env(inp),
+        requests=requests,
+        limits=limits,
+        startup_budget_seconds=min(spec.rollout.progress_deadline_seconds, 3600),
+        readiness_path=readiness,
+        prestop_command=_prestop_command(spec.serving.port, drain),
+        volume_mounts=mounts,
+        volumes=volumes,
+    )
+
+
+def revision_hash(template: dict[str, Any]) -> str:
+    """Ten hex digits of SHA-256 over the canonical JSON of the pod template."""
+    canonical = json.dumps(template, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()[:10]
+
+
+def deployment_name(service_name: str, revision: str) -> str:
+    return f"{service_name}-{revision}"
+
+
+def deployment(
+    inp: RenderInput, template: dict[str, Any], revision: str, replicas: int | None
+) -> dict[str, Any]:
+    """One revision's Deployment. `replicas` None leaves the field to its one other writer."""
+    labelled = json.loads(json.dumps(template))
+    labelled["metadata"]["labels"][REVISION] = revision
+    labels = {**_common_labels(inp), REVISION: revision}
+    return _render(
+        "deployment.yaml.j2",
+        name=deployment_name(inp.name, revision),
+        namespace=inp.namespace,
+        labels=labels,
+        annotations={"llmservice.dev/gpu": f"{inp.shape.gpus_per_replica}x {inp.shape.gpu_name}"},
+        replicas=replicas,
+        progress_deadline_seconds=inp.spec.rollout.progress_deadline_seconds,
+        selector=revision_selector(inp.name, revision),
+        pod_template=labelled,
+    )
+
+
+def service(
+    inp: RenderInput, name: str | None = None, revision: str | None = None
+) -> dict[str, Any]:
+    """The client-facing Service; pinned to one revision for blue-green (active/preview)."""
+    selector = revision_selector(inp.name, revision) if revision else selector_labels(inp.name)
+    return _render(
+        "service.yaml.j2",
+        name=name or inp.name,
+        namespace=inp.namespace,
+        labels=_common_labels(inp),
+        selector=selector,
+        port=inp.spec.serving.port,
+    )
+
+
+def pod_disruption_budget(inp: RenderInput) -> dict[str, Any]:
+    return _render(
+        "pdb.yaml.j2",
+        name=inp.name,
+        namespace=inp.namespace,
+        labels=_common_labels(inp),
+        selector=selector_labels(inp.name),
+    )
+
+
+def network_policy(inp: RenderInput) -> dict[str, Any] | None:
+    policy = inp.spec.serving.network_policy
+    if not policy.enabled:
+        return None
+    peers: list[dict[str, Any]] = [{"podSelector": {}}]  # same namespace
+    for peer in policy.allow_from:
+        entry: dict[str, Any] = {}
+        if peer.namespace_selector is not None:
+            entry["namespaceSelector"] = {"matchLabels": peer.namespace_selector}
+        if peer.pod_selector is not None:
+            entry["podSelector"] = {"matchLabels": peer.pod_selector}
+        peers.append(entry or {"podSelector": {}})
+    if policy.prometheus_namespace_selector is not None:
+        peers.append({"namespaceSelector": {"matchLabels": policy.prometheus_namespace_selector}})
+    return _render(
+        "networkpolicy.yaml.j2",
+        name=inp.name,
+        namespace=inp.namespace,
+        labels=_common_labels(inp),
+        selector=selector_labels(inp.name),
+        peers=peers,
+        port=inp.spec.serving.port,
+    )
+
+
+def target_queue_depth(inp: RenderInput) -> float:
+    """Waiting requests per replica worth adding a replica for; a fraction of the batch size."""
+    explicit = inp.spec.scaling.target_queue_depth
+    if explicit is not None:
+        return explicit
+    return float(max(1, inp.shape.max_num_seqs // 8))
+
+
+def scaler(inp: RenderInput, target_deployment: str) -> dict[str, Any] | None:
+    """The HPA (mode hpa) or KEDA ScaledObject (mode keda); None when the operator scales."""
+    scaling = inp.spec.scaling
+    behaviours: dict[str, ScalingBehavior] = {
+        "scale_up": scaling.scale_up,
+        "scale_down": scaling.scale_down,
+    }
+    common = {
+        "name": inp.name,
+        "namespace": inp.namespace,
+        "labels": _common_labels(inp),
+        "target": target_deployment,
+        "min_replicas": scaling.min_replicas,
+        "max_replicas": scaling.max_replicas,
+        "target_value": f"{target_queue_depth(inp):g}",
+        **behaviours,
+    }
+    if scaling.mode == "hpa":
+        return _render("hpa.yaml.j2", metric_name="vllm:num_requests_waiting", **common)
+    if scaling.mode == "keda":
+        query = (
+            f'sum(vllm:num_requests_waiting{{namespace="{inp.namespace}",'
+            f'{PROMETHEUS_SERVICE_LABEL}="{inp.name}"}})'
+        )
+        return _render(
+            "scaledobject.yaml.j2",
+            prometheus_url=inp.prometheus_url,
+            query=query,
+            polling_interval=scaling.evaluation_interval_seconds,
+            **common,
+        )
+    return None
+
+
+def _replicas_field(inp: RenderInput) -> int | None:
+    """Who writes Deployment.spec.replicas: only manual mode puts it in the rendered object."""
+    scaling = inp.spec.scaling
+    if scaling.mode == "manual":
+        return inp.spec.replicas if inp.spec.replicas is not None else scaling.min_replicas
+    return None
+
+
+def render_service_objects(inp: RenderInput) -> list[dict[str, Any]]:
+    """Every object of a service at rest (one revision, no rollout in flight).
+
+    The operator's reconcile composes the same pieces per revision during rollouts; this is
+    what `llmservice plan` prints and what golden files pin.
+    """
+    template = pod_template(inp)
+    revision = revision_hash(template)
+    objects = [deployment(inp, template, revision, _replicas_field(inp)), service(inp)]
+    objects.append(pod_disruption_budget(inp))
+    policy = network_policy(inp)
+    if policy is not None:
+        objects.append(policy)
+    scale = scaler(inp, deployment_name(inp.name, revision))
+    if scale is not None:
+        objects.append(scale)
+    for obj in objects:
+        obj["metadata"].setdefault("labels", {})[SERVICE] = inp.name
+    return objects
