@@ -158,13 +158,7 @@ def test_gpu_nodes_are_ready(kubectl: Kubectl) -> None:
 
 @pytest.mark.cluster
 def test_gpu_deployment_becomes_ready_on_h100_nodes(kubectl: Kubectl, namespace: str) -> None:
-    service = {
-        "apiVersion": "v1",
-        "kind": "Service",
-        "metadata": {"name": "llm"},
-        "spec": {"selector": {"app": "llm"}, "ports": [{"port": 8000, "targetPort": "http"}]},
-    }
-    apply(kubectl, namespace, gpu_deployment("llm", 3, H100), service)
+    apply(kubectl, namespace, gpu_deployment("llm", 3, H100))
 
     def ready() -> bool:
         status = get_json(kubectl, "-n", namespace, "deployment/llm").get("status", {})
@@ -185,14 +179,25 @@ def test_gpu_deployment_becomes_ready_on_h100_nodes(kubectl: Kubectl, namespace:
     ips = {p["status"]["podIP"] for p in pods}
     assert len(ips) == 3
 
-    def endpoint_ips() -> set[str]:
-        slices = get_json(
-            kubectl, "-n", namespace, "endpointslices", "-l", "kubernetes.io/service-name=llm"
-        )["items"]
-        found = {a for s in slices for e in s.get("endpoints") or [] for a in e["addresses"]}
-        return found if found == ips else set()
 
-    wait_for("EndpointSlice with the pod IPs", endpoint_ips)
+@pytest.mark.cluster
+def test_loopback_pod_ips_are_not_published_as_endpoints(kubectl: Kubectl, namespace: str) -> None:
+    """Known limitation: the API server rejects loopback addresses in EndpointSlices (and
+    Endpoints), so Services over kwok pods have no endpoints. Reach pods by their IPs."""
+    service = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": "llm"},
+        "spec": {"selector": {"app": "llm"}, "ports": [{"port": 8000, "targetPort": "http"}]},
+    }
+    apply(kubectl, namespace, gpu_deployment("llm", 1, H100), service)
+
+    def rejected() -> list[Any]:
+        events = get_json(kubectl, "-n", namespace, "events")["items"]
+        return [e for e in events if e.get("reason") == "FailedToUpdateEndpointSlices"]
+
+    events = wait_for("FailedToUpdateEndpointSlices", rejected)
+    assert "loopback" in events[0]["message"]
 
 
 @pytest.mark.cluster

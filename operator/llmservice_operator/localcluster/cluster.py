@@ -34,7 +34,7 @@ from .nodes import (
     FakeNodeSpec,
     node_manifest,
 )
-from .pki import PKI, create_pki
+from .pki import FRONT_PROXY_CLIENT, PKI, create_pki
 
 SERVICE_CIDR = "10.96.0.0/16"
 SERVICE_IP = "10.96.0.1"
@@ -311,6 +311,8 @@ class LocalCluster:
                 f"--etcd-servers={etcd_url}",
                 "--bind-address=127.0.0.1",
                 "--advertise-address=127.0.0.1",
+                # Loopback may not be published as the kubernetes Service endpoint.
+                "--endpoint-reconciler-type=none",
                 f"--secure-port={api_port}",
                 f"--tls-cert-file={pki.apiserver_crt}",
                 f"--tls-private-key-file={pki.apiserver_key}",
@@ -318,6 +320,14 @@ class LocalCluster:
                 f"--token-auth-file={token_file}",
                 "--authorization-mode=Node,RBAC",
                 f"--service-cluster-ip-range={SERVICE_CIDR}",
+                # Front proxy: lets aggregated APIs (metrics adapters) authenticate the apiserver.
+                f"--requestheader-client-ca-file={pki.front_proxy_ca_crt}",
+                f"--requestheader-allowed-names={FRONT_PROXY_CLIENT}",
+                "--requestheader-username-headers=X-Remote-User",
+                "--requestheader-group-headers=X-Remote-Group",
+                "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+                f"--proxy-client-cert-file={pki.front_proxy_client_crt}",
+                f"--proxy-client-key-file={pki.front_proxy_client_key}",
                 "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
                 f"--service-account-key-file={pki.sa_pub}",
                 f"--service-account-signing-key-file={pki.sa_key}",
@@ -531,7 +541,16 @@ def _kwok_config(stages_dir: Path) -> str:
             {
                 "apiVersion": "config.kwok.x-k8s.io/v1alpha1",
                 "kind": "KwokConfiguration",
-                "options": {"cidr": POD_FALLBACK_CIDR, "nodeIP": NODE_IP},
+                "options": {
+                    "cidr": POD_FALLBACK_CIDR,
+                    "nodeIP": NODE_IP,
+                    "nodeLeaseDurationSeconds": 40,
+                    # A config file does not get kwok's flag defaults: set them explicitly.
+                    "nodeLeaseParallelism": 4,
+                    "nodePlayStageParallelism": 4,
+                    "podPlayStageParallelism": 4,
+                    "podsOnNodeSyncParallelism": 2,
+                },
             },
             sort_keys=False,
         )

@@ -9,6 +9,7 @@ from pathlib import Path
 
 _EC = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
 _DAYS = "3650"
+FRONT_PROXY_CLIENT = "front-proxy-client"
 
 
 class PKIError(RuntimeError):
@@ -38,6 +39,18 @@ class PKI:
         return self.directory / "apiserver.key"
 
     @property
+    def front_proxy_ca_crt(self) -> Path:
+        return self.directory / "front-proxy-ca.crt"
+
+    @property
+    def front_proxy_client_crt(self) -> Path:
+        return self.directory / "front-proxy-client.crt"
+
+    @property
+    def front_proxy_client_key(self) -> Path:
+        return self.directory / "front-proxy-client.key"
+
+    @property
     def sa_key(self) -> Path:
         return self.directory / "sa.key"
 
@@ -46,8 +59,18 @@ class PKI:
         return self.directory / "sa.pub"
 
     def complete(self) -> bool:
-        files = (self.ca_crt, self.ca_key, self.apiserver_crt, self.apiserver_key)
-        return all(p.is_file() for p in (*files, self.sa_key, self.sa_pub))
+        files = (
+            self.ca_crt,
+            self.ca_key,
+            self.apiserver_crt,
+            self.apiserver_key,
+            self.front_proxy_ca_crt,
+            self.front_proxy_client_crt,
+            self.front_proxy_client_key,
+            self.sa_key,
+            self.sa_pub,
+        )
+        return all(p.is_file() for p in files)
 
 
 def _openssl(*args: str, cwd: Path) -> None:
@@ -59,31 +82,42 @@ def _openssl(*args: str, cwd: Path) -> None:
         raise PKIError(f"openssl {' '.join(args[:2])} failed: {result.stderr.strip()}")
 
 
+def _make_ca(d: Path, name: str, cn: str) -> None:
+    _openssl(
+        "req", "-x509", *_EC, "-keyout", f"{name}.key", "-out", f"{name}.crt",
+        "-days", _DAYS, "-subj", f"/CN={cn}",
+        "-addext", "basicConstraints=critical,CA:TRUE",
+        "-addext", "keyUsage=critical,keyCertSign,cRLSign,digitalSignature",
+        cwd=d,
+    )  # fmt: skip
+
+
+def _make_cert(d: Path, name: str, ca: str, cn: str, extensions: str) -> None:
+    (d / f"{name}.ext").write_text(
+        "basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\n"
+        + extensions
+    )
+    _openssl(
+        "req", *_EC, "-keyout", f"{name}.key", "-out", f"{name}.csr", "-subj", f"/CN={cn}",
+        cwd=d,
+    )  # fmt: skip
+    _openssl(
+        "x509", "-req", "-in", f"{name}.csr", "-CA", f"{ca}.crt", "-CAkey", f"{ca}.key",
+        "-CAcreateserial", "-out", f"{name}.crt", "-days", _DAYS, "-extfile", f"{name}.ext",
+        cwd=d,
+    )  # fmt: skip
+
+
 def create_pki(directory: Path, *, service_ip: str = "10.96.0.1") -> PKI:
-    """Create a CA, the API server's serving certificate and the service-account key pair."""
+    """Create the cluster CA, the API server's serving certificate, the front-proxy CA and
+    client certificate (for aggregated APIs such as metrics adapters) and the service-account
+    signing key pair."""
     pki = PKI(directory)
     if pki.complete():
         return pki
     directory.mkdir(parents=True, exist_ok=True)
     d = directory
-    _openssl(
-        "req",
-        "-x509",
-        *_EC,
-        "-keyout",
-        "ca.key",
-        "-out",
-        "ca.crt",
-        "-days",
-        _DAYS,
-        "-subj",
-        "/CN=llmservice-local-ca",
-        "-addext",
-        "basicConstraints=critical,CA:TRUE",
-        "-addext",
-        "keyUsage=critical,keyCertSign,cRLSign,digitalSignature",
-        cwd=d,
-    )
+    _make_ca(d, "ca", "llmservice-local-ca")
     sans = [
         "IP:127.0.0.1",
         f"IP:{service_ip}",
@@ -93,50 +127,23 @@ def create_pki(directory: Path, *, service_ip: str = "10.96.0.1") -> PKI:
         "DNS:kubernetes.default.svc",
         "DNS:kubernetes.default.svc.cluster.local",
     ]
-    (d / "apiserver.ext").write_text(
-        "basicConstraints=CA:FALSE\n"
-        "keyUsage=critical,digitalSignature,keyEncipherment\n"
-        "extendedKeyUsage=serverAuth\n"
-        f"subjectAltName={','.join(sans)}\n"
+    _make_cert(
+        d,
+        "apiserver",
+        "ca",
+        "kube-apiserver",
+        f"extendedKeyUsage=serverAuth\nsubjectAltName={','.join(sans)}\n",
+    )
+    _make_ca(d, "front-proxy-ca", "llmservice-local-front-proxy-ca")
+    _make_cert(
+        d,
+        "front-proxy-client",
+        "front-proxy-ca",
+        FRONT_PROXY_CLIENT,
+        "extendedKeyUsage=clientAuth\n",
     )
     _openssl(
-        "req",
-        *_EC,
-        "-keyout",
-        "apiserver.key",
-        "-out",
-        "apiserver.csr",
-        "-subj",
-        "/CN=kube-apiserver",
-        cwd=d,
-    )
-    _openssl(
-        "x509",
-        "-req",
-        "-in",
-        "apiserver.csr",
-        "-CA",
-        "ca.crt",
-        "-CAkey",
-        "ca.key",
-        "-CAcreateserial",
-        "-out",
-        "apiserver.crt",
-        "-days",
-        _DAYS,
-        "-extfile",
-        "apiserver.ext",
-        cwd=d,
-    )
-    _openssl(
-        "genpkey",
-        "-algorithm",
-        "RSA",
-        "-pkeyopt",
-        "rsa_keygen_bits:2048",
-        "-out",
-        "sa.key",
-        cwd=d,
+        "genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048", "-out", "sa.key", cwd=d
     )
     _openssl("pkey", "-in", "sa.key", "-pubout", "-out", "sa.pub", cwd=d)
     for key in d.glob("*.key"):
