@@ -3,6 +3,7 @@ kube-scheduler and kwok (fake GPU nodes), all bound to loopback, all state in on
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import fcntl
 import json
@@ -521,7 +522,11 @@ def _write_kubeconfig(path: Path, server: str, ca: Path, user: str, token: str) 
         "clusters": [
             {
                 "name": "llmservice-local",
-                "cluster": {"server": server, "certificate-authority": str(ca)},
+                "cluster": {
+                    "server": server,
+                    # Embedded, so the kubeconfig also works when copied elsewhere.
+                    "certificate-authority-data": base64.b64encode(ca.read_bytes()).decode(),
+                },
             }
         ],
         "users": [{"name": user, "user": {"token": token}}],
