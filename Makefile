@@ -47,7 +47,8 @@ test-integration: install-python
 
 crds: install-python ## regenerate crds/ and the chart's copy from the pydantic models
 	$(BIN)/llmservice crd -o crds/llmservice.yaml
-	@if [ -d charts/llmservice-operator/crds ]; then cp crds/llmservice.yaml charts/llmservice-operator/crds/llmservice.yaml; fi
+	cp crds/llmservice.yaml charts/llmservice-operator/crds/llmservice.yaml
+	cp operator/llmservice_operator/sizing/data/gpus.yaml charts/llmservice-operator/files/gpus.yaml
 
 check-crds: install-python
 	@$(BIN)/llmservice crd | diff -u crds/llmservice.yaml - >/dev/null || \

@@ -26,7 +26,6 @@ from .sizing import (
 
 __all__ = ["ServicePlan", "plan_service", "resolve_architecture", "serving_shape", "size_service"]
 
-GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
 
 
 @dataclass(frozen=True)
@@ -68,6 +67,7 @@ def size_service(service: LLMService, catalog: GpuCatalog) -> SizingResult:
         min_concurrency=spec.resources.min_concurrency,
         gpu_memory_utilization=spec.engine.gpu_memory_utilization,
         max_num_seqs=spec.engine.max_num_seqs,
+        max_num_batched_tokens=spec.engine.max_num_batched_tokens,
         ttft_p99_ms=spec.slo.ttft_p99_ms,
         tpot_p99_ms=spec.slo.tpot_p99_ms,
     )
@@ -91,7 +91,7 @@ def serving_shape(result: SizingResult, catalog: GpuCatalog) -> ServingShape:
     host_memory = math.ceil(result.weight_bytes / 3) + 16 * 1024**3
     return ServingShape(
         gpu_name=gpu.name,
-        node_label_key=GPU_PRODUCT_LABEL,
+        node_label_key=gpu.node_label_key,
         node_label_value=gpu.node_label,
         resource_name=gpu.resource_name,
         gpus_per_replica=result.gpus_per_replica,

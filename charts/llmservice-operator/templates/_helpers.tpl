@@ -1,0 +1,20 @@
+{{- define "llmservice-operator.fullname" -}}
+{{- printf "%s" .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "llmservice-operator.labels" -}}
+app.kubernetes.io/name: llmservice-operator
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+{{- end -}}
+
+{{- define "llmservice-operator.selector" -}}
+app.kubernetes.io/name: llmservice-operator
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{- define "llmservice-operator.serviceAccount" -}}
+{{- default (include "llmservice-operator.fullname" .) .Values.serviceAccount.name -}}
+{{- end -}}

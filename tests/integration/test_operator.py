@@ -1,0 +1,280 @@
+"""The operator against a real API server, controllers, scheduler and kwok GPU nodes."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from .operator_fixtures import (  # noqa: F401 - fixtures are used by name
+    ROOT,
+    OperatorFactory,
+    crd_installed,
+    operators,
+    wait_for,
+)
+
+
+EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
+
+
+def _example(path: Path, namespace: str) -> dict[str, Any]:
+    doc: dict[str, Any] = yaml.safe_load(path.read_text())
+    doc["metadata"]["namespace"] = namespace
+    return doc
+
+
+def _apply(kubectl: Any, obj: dict[str, Any], check: bool = True) -> Any:
+    return kubectl("apply", "-f", "-", input=json.dumps(obj), check=check)
+
+
+def _secrets(kubectl: Any, namespace: str) -> None:
+    for name, key in (("hf-token", "token"), ("llama-70b-api-key", "key")):
+        kubectl("-n", namespace, "create", "secret", "generic", name, f"--from-literal={key}=x")
+
+
+def _llms(kubectl_json: Any, namespace: str, name: str) -> dict[str, Any]:
+    result: dict[str, Any] = kubectl_json("-n", namespace, "llmservice", name)
+    return result
+
+
+def _condition(obj: dict[str, Any], type_: str) -> dict[str, Any] | None:
+    for cond in (obj.get("status") or {}).get("conditions") or []:
+        if cond["type"] == type_:
+            return dict(cond)
+    return None
+
+
+def _deployments(kubectl_json: Any, namespace: str, name: str) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = kubectl_json(
+        "-n", namespace, "deployments", "-l", f"llmservice.dev/service={name}"
+    )["items"]
+    return items
+
+
+def _available(kubectl_json: Any, namespace: str, name: str) -> dict[str, Any] | None:
+    obj = _llms(kubectl_json, namespace, name)
+    status = obj.get("status") or {}
+    cond = _condition(obj, "Available")
+    if status.get("phase") == "Available" and cond and cond["status"] == "True":
+        return obj
+    return None
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.stem)
+def test_example_becomes_available(
+    example: Path, namespace: str, kubectl: Any, kubectl_json: Any, operators: OperatorFactory
+) -> None:
+    operators.start(namespace)
+    _secrets(kubectl, namespace)
+    doc = _example(example, namespace)
+    name = doc["metadata"]["name"]
+    _apply(kubectl, doc)
+    obj = wait_for(f"{name} Available", lambda: _available(kubectl_json, namespace, name), 120)
+    sizing = obj["status"]["sizing"]
+    [dep] = _deployments(kubectl_json, namespace, name)
+    container = dep["spec"]["template"]["spec"]["containers"][0]
+    gpus = container["resources"]["limits"]["nvidia.com/gpu"]
+    assert int(gpus) == sizing["gpusPerReplica"]
+    args = container["args"]
+    assert args[args.index("--tensor-parallel-size") + 1] == str(sizing["tensorParallelSize"])
+    assert dep["status"]["readyReplicas"] == obj["status"]["readyReplicas"] >= 1
+    assert _condition(obj, "Sized")["status"] == "True"  # type: ignore[index]
+    table = kubectl("-n", namespace, "get", "llms", name).stdout
+    assert doc["spec"]["model"]["id"] in table and "Available" in table
+    assert sizing["gpuType"] in table
+
+
+def test_spec_change_delete_and_drift(
+    namespace: str, kubectl: Any, kubectl_json: Any, operators: OperatorFactory
+) -> None:
+    operators.start(namespace)
+    _secrets(kubectl, namespace)
+    doc = _example(ROOT / "examples" / "llama-3.1-8b.yaml", namespace)
+    _apply(kubectl, doc)
+    wait_for("available", lambda: _available(kubectl_json, namespace, "llama-8b"), 120)
+    [first] = _deployments(kubectl_json, namespace, "llama-8b")
+
+    # Drift: a hand edit of the args is restored; a deleted Service is recreated.
+    dep_name = first["metadata"]["name"]
+    kubectl(
+        "-n",
+        namespace,
+        "patch",
+        "deployment",
+        dep_name,
+        "--type=json",
+        "-p",
+        json.dumps(
+            [{"op": "replace", "path": "/spec/template/spec/containers/0/args/0", "value": "evil"}]
+        ),
+    )
+    kubectl("-n", namespace, "delete", "service", "llama-8b")
+
+    def restored() -> bool:
+        [dep] = _deployments(kubectl_json, namespace, "llama-8b")
+        args = dep["spec"]["template"]["spec"]["containers"][0]["args"]
+        svc = kubectl("-n", namespace, "get", "service", "llama-8b", check=False)
+        return args[0] == "meta-llama/Llama-3.1-8B-Instruct" and svc.returncode == 0
+
+    wait_for("drift restored", restored, 60)
+    wait_for("available again", lambda: _available(kubectl_json, namespace, "llama-8b"), 60)
+
+    # A reconcile that changes nothing writes nothing.
+    time.sleep(3)
+    before = _llms(kubectl_json, namespace, "llama-8b")["metadata"]["resourceVersion"]
+    [dep] = _deployments(kubectl_json, namespace, "llama-8b")
+    dep_rv = dep["metadata"]["resourceVersion"]
+    time.sleep(8)  # four resync intervals
+    assert _llms(kubectl_json, namespace, "llama-8b")["metadata"]["resourceVersion"] == before
+    [dep] = _deployments(kubectl_json, namespace, "llama-8b")
+    assert dep["metadata"]["resourceVersion"] == dep_rv
+
+    # A spec change that alters the pods is a new revision; the old one goes once it is ready.
+    doc["spec"]["engine"]["maxNumSeqs"] = 32
+    _apply(kubectl, doc)
+
+    def replaced() -> bool:
+        deps = _deployments(kubectl_json, namespace, "llama-8b")
+        obj = _llms(kubectl_json, namespace, "llama-8b")
+        return (
+            len(deps) == 1
+            and deps[0]["metadata"]["name"] != dep_name
+            and "32" in deps[0]["spec"]["template"]["spec"]["containers"][0]["args"]
+            and obj["status"]["revisions"]["stable"] in deps[0]["metadata"]["name"]
+        )
+
+    wait_for("new revision replaced the old", replaced, 120)
+
+    # Delete: owner references let the garbage collector remove everything.
+    kubectl("-n", namespace, "delete", "llmservice", "llama-8b", "--wait=true", timeout=60)
+
+    def collected() -> bool:
+        left = kubectl_json("-n", namespace, "deployments,services,pdb,networkpolicies")["items"]
+        return not [o for o in left if "llmservice.dev/service" in o["metadata"].get("labels", {})]
+
+    wait_for("garbage collected", collected, 60)
+
+
+def test_cel_rules_reject_with_message(namespace: str, kubectl: Any, crd_installed: None) -> None:
+    doc = _example(ROOT / "examples" / "llama-3.1-8b.yaml", namespace)
+    doc["spec"]["scaling"] = {"minReplicas": 5, "maxReplicas": 2}
+    result = _apply(kubectl, doc, check=False)
+    assert result.returncode != 0
+    assert "scaling.minReplicas must not exceed scaling.maxReplicas" in result.stderr
+    doc["spec"]["scaling"] = {"minReplicas": 1, "maxReplicas": 2}
+    doc["spec"]["rollout"] = {"steps": [{"setWeight": 50}, {"setWeight": 10}]}
+    result = _apply(kubectl, doc, check=False)
+    assert "never decrease" in result.stderr
+
+
+def test_invalid_spec_reported_and_serving_kept(
+    namespace: str, kubectl: Any, kubectl_json: Any, operators: OperatorFactory
+) -> None:
+    operators.start(namespace)
+    _secrets(kubectl, namespace)
+    # Missing Secret: InvalidSpec, a Warning event, no workload.
+    doc = _example(ROOT / "examples" / "llama-3.1-8b.yaml", namespace)
+    doc["spec"]["engine"]["hfTokenSecretRef"] = {"name": "nope"}
+    _apply(kubectl, doc)
+
+    def invalid() -> dict[str, Any] | None:
+        cond = _condition(_llms(kubectl_json, namespace, "llama-8b"), "InvalidSpec")
+        return cond if cond and cond["status"] == "True" else None
+
+    cond = wait_for("InvalidSpec", invalid, 60)
+    assert "Secret 'nope' does not exist" in cond["message"]
+    assert _deployments(kubectl_json, namespace, "llama-8b") == []
+    events = kubectl_json("-n", namespace, "events")["items"]
+    assert any(e["type"] == "Warning" and e["reason"] == "InvalidSpec" for e in events)
+
+    # Fix it: serving starts. Then ask for what cannot fit: reported, nothing deleted.
+    doc["spec"]["engine"]["hfTokenSecretRef"] = {"name": "hf-token"}
+    _apply(kubectl, doc)
+    wait_for("available", lambda: _available(kubectl_json, namespace, "llama-8b"), 120)
+    [serving] = _deployments(kubectl_json, namespace, "llama-8b")
+    doc["spec"]["model"]["id"] = "meta-llama/Llama-3.1-70B-Instruct"
+    doc["spec"]["resources"] = {"gpu": "L4", "minConcurrency": 64}
+    doc["spec"]["engine"]["maxModelLen"] = 131072
+    _apply(kubectl, doc)
+    cond = wait_for("InvalidSpec (does not fit)", invalid, 60)
+    assert "L4" in cond["message"]
+    [still] = _deployments(kubectl_json, namespace, "llama-8b")
+    assert still["metadata"]["uid"] == serving["metadata"]["uid"]
+
+
+def test_unschedulable_gpu_surfaces_as_condition(
+    namespace: str, kubectl: Any, kubectl_json: Any, operators: OperatorFactory
+) -> None:
+    operators.start(namespace)
+    _secrets(kubectl, namespace)
+    doc = _example(ROOT / "examples" / "llama-3.1-8b.yaml", namespace)
+    doc["spec"]["resources"] = {"gpu": "A100-80GB"}  # no such nodes in the local cluster
+    _apply(kubectl, doc)
+
+    def degraded() -> dict[str, Any] | None:
+        cond = _condition(_llms(kubectl_json, namespace, "llama-8b"), "Degraded")
+        return cond if cond and cond["reason"] == "Unschedulable" else None
+
+    cond = wait_for("Degraded/Unschedulable", degraded, 90)
+    assert "nvidia.com/gpu" in cond["message"] or "affinity" in cond["message"]
+
+
+def test_restart_converges_and_two_replicas_do_not_double_act(
+    namespace: str, kubectl: Any, kubectl_json: Any, operators: OperatorFactory
+) -> None:
+    _secrets(kubectl, namespace)
+    first = operators.start(namespace)
+    second = operators.start(namespace)
+    doc = _example(ROOT / "examples" / "llama-3.1-8b.yaml", namespace)
+    _apply(kubectl, doc)
+    wait_for("available", lambda: _available(kubectl_json, namespace, "llama-8b"), 120)
+    outputs = first.output() + second.output()
+    assert outputs.count("acquired lease") == 1, outputs[-4000:]
+    assert "standing by" in outputs
+    leader, standby = (first, second) if "acquired lease" in first.output() else (second, first)
+    assert "reconcile" not in standby.output().lower() or "standing by" in standby.output()
+
+    # Kill the leader hard mid-flight (a spec change in progress); the standby takes over.
+    doc["spec"]["engine"]["maxNumSeqs"] = 16
+    _apply(kubectl, doc)
+    leader.stop(sig=9)
+    wait_for("standby took over", lambda: "acquired lease" in standby.output(), 60)
+
+    def converged() -> bool:
+        deps = _deployments(kubectl_json, namespace, "llama-8b")
+        obj = _available(kubectl_json, namespace, "llama-8b")
+        return bool(obj) and len(deps) == 1 and "16" in json.dumps(deps[0]["spec"])
+
+    wait_for("converged after restart", converged, 120)
+    services = kubectl_json("-n", namespace, "services")["items"]
+    assert len([s for s in services if s["metadata"]["name"] == "llama-8b"]) == 1
+
+
+def test_chart_lints_and_the_api_server_accepts_it(cluster: Any, kubectl: Any) -> None:
+    import subprocess
+
+    chart = str(ROOT / "charts" / "llmservice-operator")
+    lint = subprocess.run([str(cluster.helm), "lint", chart], capture_output=True, text=True)
+    assert lint.returncode == 0, lint.stdout + lint.stderr
+    rendered = subprocess.run(
+        [
+            str(cluster.helm),
+            "template",
+            "llmservice",
+            chart,
+            "--namespace",
+            "default",
+            "--include-crds",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    result = kubectl("apply", "--dry-run=server", "-f", "-", input=rendered)
+    assert "clusterrole.rbac.authorization.k8s.io/llmservice" in result.stdout
+    assert "deployment.apps/llmservice" in result.stdout
