@@ -23,8 +23,12 @@ def main() -> int:
 
     def kubectl(*args: str, stdin: str | None = None) -> str:
         return subprocess.run(
-            [str(info.kubectl), *args], env=env, input=stdin, text=True,
-            capture_output=True, check=True,
+            [str(info.kubectl), *args],
+            env=env,
+            input=stdin,
+            text=True,
+            capture_output=True,
+            check=True,
         ).stdout
 
     print("==> CRD")
@@ -34,14 +38,27 @@ def main() -> int:
     log = (ROOT / ".demo-operator.log").open("wb")
     operator = subprocess.Popen(
         [sys.executable, "-m", "llmservice_operator", "run", "--no-leader-election"],
-        env={**env, "LLMSERVICE_RECONCILE_INTERVAL_SECONDS": "2", "LLMSERVICE_HEALTH_PORT": "0",
-             "LLMSERVICE_METRICS_PORT": "0"},
-        stdout=log, stderr=subprocess.STDOUT,
+        env={
+            **env,
+            "LLMSERVICE_RECONCILE_INTERVAL_SECONDS": "2",
+            "LLMSERVICE_HEALTH_PORT": "0",
+            "LLMSERVICE_METRICS_PORT": "0",
+        },
+        stdout=log,
+        stderr=subprocess.STDOUT,
     )
     try:
         print(f"==> kubectl apply -f {EXAMPLE.relative_to(ROOT)}")
-        secret = kubectl("create", "secret", "generic", "hf-token", "--from-literal=token=demo",
-                         "--dry-run=client", "-o", "yaml")
+        secret = kubectl(
+            "create",
+            "secret",
+            "generic",
+            "hf-token",
+            "--from-literal=token=demo",
+            "--dry-run=client",
+            "-o",
+            "yaml",
+        )
         kubectl("apply", "-f", "-", stdin=secret)
         kubectl("apply", "-f", str(EXAMPLE))
         deadline = time.monotonic() + 180

@@ -177,9 +177,7 @@ def _wire_status(status: LLMServiceStatus, previous: dict[str, Any]) -> dict[str
     return wire
 
 
-def _invalid(
-    snapshot: Snapshot, err: SpecError, now: datetime, generation: int | None
-) -> Decision:
+def _invalid(snapshot: Snapshot, err: SpecError, now: datetime, generation: int | None) -> Decision:
     current = _current_status(snapshot.body)
     conditions = set_condition(
         current.conditions, "InvalidSpec", "True", "InvalidSpec", str(err), now, generation
@@ -242,7 +240,9 @@ def decide(snapshot: Snapshot, catalog: GpuCatalog, now: datetime, prometheus_ur
     keep = {stable} | ({candidate} if candidate else set())
     rendered = [o for o in plan.objects if o["kind"] != "Deployment"]
     manual = service.spec.scaling.mode == "manual"
-    rendered.insert(0, deployment(plan.render_input, template, revision, target if manual else None))
+    rendered.insert(
+        0, deployment(plan.render_input, template, revision, target if manual else None)
+    )
     for obj in rendered:
         obj["metadata"]["ownerReferences"] = [owner]
         decision.apply.append(obj)
@@ -352,6 +352,8 @@ def _status(
             ),
             "replicas": replicas,
             "ready_replicas": ready,
-            "selector": ",".join(f"{k}={v}" for k, v in selector_labels(service.metadata.name).items()),
+            "selector": ",".join(
+                f"{k}={v}" for k, v in selector_labels(service.metadata.name).items()
+            ),
         }
     )

@@ -42,6 +42,7 @@ class OperatorState:
     queued: set[Key] = field(default_factory=set)
     reconciler: Reconciler | None = None
     kube: KubeAdapter | None = None
+    tasks: list[asyncio.Task[None]] = field(default_factory=list)
 
     def enqueue(self, key: Key) -> None:
         if self.queue is None or key in self.queued:
@@ -71,7 +72,9 @@ async def _worker(state: OperatorState) -> None:
         except Exception as err:  # noqa: BLE001 - one bad object must not stop the worker
             log.warning("reconcile of %s/%s failed, retrying: %s", key[0], key[1], err)
             loop = asyncio.get_running_loop()
-            loop.call_later(min(30.0, state.settings.reconcile_interval_seconds), state.enqueue, key)
+            loop.call_later(
+                min(30.0, state.settings.reconcile_interval_seconds), state.enqueue, key
+            )
 
 
 async def _resync(state: OperatorState) -> None:
@@ -97,15 +100,15 @@ def register(registry: kopf.OperatorRegistry, state: OperatorState) -> None:
             state.kube, catalog, state.settings.prometheus_url, state.metrics
         )
         state.queue = asyncio.Queue()
-        for _ in range(4):
-            asyncio.get_running_loop().create_task(_worker(state))
-        asyncio.get_running_loop().create_task(_resync(state))
+        loop = asyncio.get_running_loop()
+        state.tasks = [loop.create_task(_worker(state)) for _worker_index in range(4)]
+        state.tasks.append(loop.create_task(_resync(state)))
 
     @kopf.on.event(GROUP, VERSION, PLURAL, registry=registry)
-    def llmservice_event(event: dict[str, Any], body: kopf.Body, **_: Any) -> None:
+    def llmservice_event(type: str, body: kopf.Body, **_: Any) -> None:
         meta = body.get("metadata", {})
         key = (meta.get("namespace", ""), meta.get("name", ""))
-        if event.get("type") == "DELETED":
+        if type == "DELETED":
             state.bodies.pop(key, None)
             return
         state.bodies[key] = dict(body)

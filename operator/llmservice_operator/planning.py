@@ -27,7 +27,6 @@ from .sizing import (
 __all__ = ["ServicePlan", "plan_service", "resolve_architecture", "serving_shape", "size_service"]
 
 
-
 @dataclass(frozen=True)
 class ServicePlan:
     service: LLMService

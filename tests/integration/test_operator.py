@@ -18,7 +18,6 @@ from .operator_fixtures import (  # noqa: F401 - fixtures are used by name
     wait_for,
 )
 
-
 EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
 
 

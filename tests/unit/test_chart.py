@@ -37,6 +37,11 @@ def test_no_wildcards() -> None:
 
 def test_chart_gpu_catalog_matches_builtin() -> None:
     builtin = (
-        Path(__file__).parents[2] / "operator" / "llmservice_operator" / "sizing" / "data" / "gpus.yaml"
+        Path(__file__).parents[2]
+        / "operator"
+        / "llmservice_operator"
+        / "sizing"
+        / "data"
+        / "gpus.yaml"
     )
     assert (CHART / "files" / "gpus.yaml").read_text() == builtin.read_text(), "run `make crds`"

@@ -11,12 +11,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic import DynamicClient
-from kubernetes.dynamic.exceptions import (
-    ApiException,
-    NotFoundError,
-    ResourceNotFoundError,
-)
+from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
 
 from ..api import API_VERSION, KIND
 from ..render.labels import SERVICE
@@ -73,9 +70,9 @@ RBAC_RULES: tuple[tuple[str, str, tuple[str, ...]], ...] = (
 def load_kube_config() -> client.ApiClient:
     """In-cluster config when running in a pod, else $KUBECONFIG / ~/.kube/config."""
     try:
-        config.load_incluster_config()
+        config.load_incluster_config()  # type: ignore[no-untyped-call]
     except config.ConfigException:
-        config.load_kube_config()
+        config.load_kube_config()  # type: ignore[no-untyped-call]
     return client.ApiClient()
 
 
@@ -96,7 +93,7 @@ class ObservedState:
 
 class KubeAdapter:
     def __init__(self, api_client: client.ApiClient) -> None:
-        self._dynamic = DynamicClient(api_client)
+        self._dynamic = DynamicClient(api_client)  # type: ignore[no-untyped-call]
         self._core = client.CoreV1Api(api_client)
 
     def _resource(self, api_version: str, kind: str) -> Any:
@@ -143,7 +140,9 @@ class KubeAdapter:
     def delete(self, api_version: str, kind: str, namespace: str, name: str) -> None:
         resource = self._resource(api_version, kind)
         try:
-            resource.delete(name=name, namespace=namespace, body={"propagationPolicy": "Background"})
+            resource.delete(
+                name=name, namespace=namespace, body={"propagationPolicy": "Background"}
+            )
         except NotFoundError:
             log.debug("%s %s/%s already gone", kind, namespace, name)
 
@@ -166,7 +165,7 @@ class KubeAdapter:
     def post_event(self, obj: dict[str, Any], type_: str, reason: str, message: str) -> None:
         """A core/v1 Event on the LLMService, as `kubectl describe` shows them."""
         body = _event_body(obj, type_, reason, message)
-        self._core.create_namespaced_event(obj["metadata"]["namespace"], body)
+        self._core.create_namespaced_event(obj["metadata"]["namespace"], body)  # type: ignore[arg-type]
 
     def patch_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
         resource = self._resource(API_VERSION, KIND)

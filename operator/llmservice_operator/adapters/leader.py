@@ -62,7 +62,8 @@ class LeaseElector:
                     return False
                 raise
             return True
-        spec = lease.spec
+        spec = lease.spec or client.V1LeaseSpec()
+        lease.spec = spec
         holder = spec.holder_identity
         renewed = spec.renew_time
         expired = renewed is None or (now - renewed).total_seconds() > (
@@ -90,8 +91,9 @@ class LeaseElector:
         announced = False
         while not self._try():
             if not announced:
-                log.info("standing by: lease %s/%s held by another replica",
-                         self._namespace, self._name)
+                log.info(
+                    "standing by: lease %s/%s held by another replica", self._namespace, self._name
+                )
                 announced = True
             time.sleep(self._duration / 3)
         log.info("acquired lease %s/%s as %s", self._namespace, self._name, self.identity)

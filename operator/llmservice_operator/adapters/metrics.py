@@ -22,9 +22,7 @@ class OperatorMetrics:
         registry = registry or CollectorRegistry()
         return cls(
             registry=registry,
-            reconciles=Counter(
-                "llmservice_reconciles", "Reconciles run", registry=registry
-            ),
+            reconciles=Counter("llmservice_reconciles", "Reconciles run", registry=registry),
             errors=Counter(
                 "llmservice_reconcile_errors", "Reconciles that raised", registry=registry
             ),

@@ -23,9 +23,9 @@ def parse_duration_seconds(text: str) -> float:
     return sum(float(n) * _UNIT_SECONDS[u] for n, u in _DURATION_PART.findall(text))
 
 
-def cel(rule: str, message: str, field_path: str | None = None) -> dict[str, str]:
+def cel(rule: str, message: str, field_path: str | None = None) -> dict[str, Any]:
     """One `x-kubernetes-validations` entry (a CEL rule the API server enforces)."""
-    entry = {"rule": rule, "message": message}
+    entry: dict[str, Any] = {"rule": rule, "message": message}
     if field_path is not None:
         entry["fieldPath"] = field_path
     return entry

@@ -50,9 +50,9 @@ class LLMService(BaseModel):
     model_config = ConfigDict(extra="ignore", frozen=True, populate_by_name=True)
 
     api_version: Literal["serving.llmservice.dev/v1alpha1"] = Field(
-        default=API_VERSION, alias="apiVersion"
+        default="serving.llmservice.dev/v1alpha1", alias="apiVersion"
     )
-    kind: Literal["LLMService"] = KIND
+    kind: Literal["LLMService"] = "LLMService"
     metadata: ObjectMeta
     spec: LLMServiceSpec
     status: LLMServiceStatus | None = None

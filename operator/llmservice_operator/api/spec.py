@@ -138,7 +138,10 @@ class EngineSpec(ApiModel):
     )
     max_model_len: int = Field(ge=128, le=10_485_760, description="Longest prompt+output, tokens.")
     max_num_seqs: int | None = Field(
-        default=None, ge=1, le=4096, description="Batch size cap; derived from the KV pool if unset."
+        default=None,
+        ge=1,
+        le=4096,
+        description="Batch size cap; derived from the KV pool if unset.",
     )
     max_num_batched_tokens: int | None = Field(default=None, ge=1, le=10_485_760)
     kv_cache_dtype: KvCacheDtype = "auto"

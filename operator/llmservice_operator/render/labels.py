@@ -19,7 +19,11 @@ MANAGED_BY = "llmservice-operator"
 
 def selector_labels(service: str) -> dict[str, str]:
     """Selects every serving pod of the service, whatever its revision."""
-    return {"app.kubernetes.io/name": "vllm", "app.kubernetes.io/instance": service, SERVICE: service}
+    return {
+        "app.kubernetes.io/name": "vllm",
+        "app.kubernetes.io/instance": service,
+        SERVICE: service,
+    }
 
 
 def revision_selector(service: str, revision: str) -> dict[str, str]:

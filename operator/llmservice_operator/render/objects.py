@@ -182,8 +182,10 @@ def _volumes(inp: RenderInput) -> tuple[list[dict[str, Any]], list[dict[str, Any
     source = inp.spec.model.source
     if source.type == "pvc":
         volumes.append(
-            {"name": "weights", "persistentVolumeClaim": {"claimName": source.claim_name,
-                                                          "readOnly": True}}
+            {
+                "name": "weights",
+                "persistentVolumeClaim": {"claimName": source.claim_name, "readOnly": True},
+            }
         )
         mounts.append({"name": "weights", "mountPath": PVC_MOUNT_DIR, "readOnly": True})
     return volumes, mounts

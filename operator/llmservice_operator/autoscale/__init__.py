@@ -1,0 +1,1 @@
+"""autoscale (pure)."""
