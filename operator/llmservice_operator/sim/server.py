@@ -249,18 +249,34 @@ class SimServer:
     # -- engine loop -------------------------------------------------------------------------
 
     async def _engine_loop(self) -> None:
+        """Run engine steps on one continuous simulated timeline, paced by the wall clock.
+
+        While the engine has work, each step starts where the last one ended; the loop sleeps
+        until a step's end is due and never delivers its tokens earlier. When the host falls
+        behind (CPU contention, too high a time scale) the loop runs due steps back to back
+        until it catches up: tokens then reach clients late, but the engine's timeline, and so
+        every latency on /metrics, stays the model's.
+        """
         min_sleep = 0.001
         while True:
-            now = max(self._engine_time, self.sim_now())
+            if self.engine.has_work():
+                now = self._engine_time
+            else:
+                now = max(self._engine_time, self.sim_now())
             step = self.engine.step(now)
             self._publish_state()
             if step is None:
-                self._engine_time = now
                 wake = self.engine.next_wakeup(now)
-                timeout = None if wake is None else max(self._wall(wake - self.sim_now()), 0)
+                if wake is not None and wake <= self.sim_now():
+                    self._engine_time = wake  # e.g. a request that arrived while we lagged
+                    continue
+                timeout = None if wake is None else self._wall(wake - self.sim_now())
                 self._wakeup.clear()
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._wakeup.wait(), timeout)
+                self._engine_time = max(
+                    now, min(self.sim_now(), math.inf if wake is None else wake)
+                )
                 continue
             delay = self._wall(step.end - self.sim_now())
             await asyncio.sleep(delay if delay > min_sleep else 0)
