@@ -1,0 +1,137 @@
+"""`llmservice load`: open-loop load against OpenAI-compatible endpoints, with a latency report.
+
+    llmservice load --target http://10.0.0.5:8000 --target http://10.0.0.6:8000 \\
+        --rate 4 --duration 120 --prompt-tokens lognormal:800:0.7 --output-tokens 200
+
+Rates and durations are per second of the run's clock; with ``--time-scale S`` (to match
+``llmservice sim --sim-time-scale S``) they are simulated seconds and the run takes 1/S of the
+wall time, and the report's latencies are simulated seconds too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from llmservice_operator.loadgen.client import LoadConfig, run_load, static_targets
+from llmservice_operator.loadgen.distributions import parse_length_dist
+from llmservice_operator.loadgen.schedule import RateSchedule, load_schedule
+
+__all__ = ["add_parser", "build_config", "run"]
+
+
+def add_parser(subparsers: argparse._SubParsersAction[Any]) -> None:
+    parser = subparsers.add_parser(
+        "load",
+        help="send OpenAI-style load and report TTFT/TPOT percentiles",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--target",
+        action="append",
+        required=True,
+        metavar="URL",
+        help="base URL of a server (repeat for several; requests go round-robin)",
+    )
+    rate = parser.add_argument_group("arrivals (Poisson)")
+    rate.add_argument("--rate", type=float, help="requests per second")
+    rate.add_argument("--duration", type=float, help="seconds to send for")
+    rate.add_argument(
+        "--schedule",
+        type=Path,
+        help="YAML list of {duration_s, rate} segments (instead of --rate/--duration)",
+    )
+    rate.add_argument("--max-requests", type=int, help="stop sending after this many requests")
+    shape = parser.add_argument_group("requests")
+    shape.add_argument(
+        "--prompt-tokens",
+        type=parse_length_dist,
+        default=parse_length_dist("256"),
+        metavar="DIST",
+        help="N, fixed:N, uniform:LOW:HIGH or lognormal:MEDIAN:SIGMA[:MAX] (default 256)",
+    )
+    shape.add_argument(
+        "--output-tokens",
+        type=parse_length_dist,
+        default=parse_length_dist("128"),
+        metavar="DIST",
+        help="as --prompt-tokens (default 128); sent as max_tokens with ignore_eos",
+    )
+    shape.add_argument(
+        "--endpoint", choices=("completions", "chat"), default="completions", help="API to call"
+    )
+    shape.add_argument("--model", help="model name to send (default: the first target's first)")
+    shape.add_argument(
+        "--no-ignore-eos",
+        dest="ignore_eos",
+        action="store_false",
+        help="let the server stop early instead of asking for exactly the drawn length",
+    )
+    run_group = parser.add_argument_group("run")
+    run_group.add_argument("--seed", type=int, default=0, help="seed for arrivals and lengths")
+    run_group.add_argument(
+        "--time-scale", type=float, default=1.0, help="run S times faster (match the simulator)"
+    )
+    run_group.add_argument(
+        "--timeout", type=float, default=600.0, help="seconds one request may take (default 600)"
+    )
+    run_group.add_argument(
+        "--drain-timeout",
+        type=float,
+        default=600.0,
+        help="seconds to wait for in-flight requests after the last send (default 600)",
+    )
+    run_group.add_argument(
+        "--output", choices=("text", "json"), default="text", help="report format"
+    )
+
+
+def build_config(args: argparse.Namespace) -> LoadConfig:
+    """The run's configuration; ValueError with a readable message when the flags disagree."""
+    if args.schedule is not None:
+        if args.rate is not None or args.duration is not None:
+            raise ValueError("give either --schedule or --rate/--duration, not both")
+        schedule = load_schedule(args.schedule)
+    else:
+        if args.rate is None or args.duration is None:
+            raise ValueError("give --rate and --duration (or --schedule FILE)")
+        schedule = RateSchedule.constant(args.rate, args.duration)
+    return LoadConfig(
+        schedule=schedule,
+        prompt_tokens=args.prompt_tokens,
+        output_tokens=args.output_tokens,
+        endpoint=args.endpoint,
+        model=args.model,
+        max_requests=args.max_requests,
+        seed=args.seed,
+        time_scale=args.time_scale,
+        request_timeout_s=args.timeout,
+        drain_timeout_s=args.drain_timeout,
+        ignore_eos=args.ignore_eos,
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        config = build_config(args)
+        targets = static_targets(args.target)
+    except (OSError, ValueError) as exc:
+        print(f"llmservice load: {exc}", file=sys.stderr)
+        return 2
+    try:
+        report = asyncio.run(run_load(config, targets))
+    except (
+        OSError,
+        ValueError,
+        aiohttp.ClientError,
+    ) as exc:  # e.g. the first target's /v1/models is unreachable
+        print(f"llmservice load: {exc}", file=sys.stderr)
+        return 1
+    print(report.to_json() if args.output == "json" else report.to_text(), end="")
+    return 0 if report.completed or not report.requests else 1
