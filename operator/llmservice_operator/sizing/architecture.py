@@ -424,7 +424,12 @@ class _Reader:
 
 
 def _flatten(config: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any] | None, bool]:
-    """Top-level keys with ``text_config`` laid over them; the vision config; nested or not."""
+    """One level of keys (``text_config`` merged in), the vision config, and whether nested.
+
+    A key set (non-null) both at the top level and in ``text_config`` keeps the top-level
+    value: real configs do not repeat decoder keys at the top, so one there is an override
+    merged into the dict (``{**config, **override}``).
+    """
     flat = {k: v for k, v in config.items() if k not in ("text_config", "vision_config")}
     text = config.get("text_config")
     nested = isinstance(text, Mapping)
@@ -432,8 +437,8 @@ def _flatten(config: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any] 
         for key, value in text.items():
             if key == "model_type" and "model_type" in flat:
                 flat["text_model_type"] = value
-                continue
-            flat[key] = value
+            elif flat.get(key) is None:
+                flat[key] = value
     vision = config.get("vision_config")
     return flat, dict(vision) if isinstance(vision, Mapping) else None, nested
 

@@ -455,6 +455,8 @@ def test_nested_override_reaches_text_config() -> None:
     assert config is not None
     a = parse_hf_config(config, {"num_hidden_layers": 30})
     assert a.num_layers == 30
+    merged = parse_hf_config({**config, "num_hidden_layers": 30})  # override merged by caller
+    assert merged.num_layers == 30
 
 
 def test_bad_values_are_spec_errors() -> None:
