@@ -17,8 +17,8 @@ Every call takes ``now`` (simulated seconds) and returns what happens; nothing s
   ``decode_step_ms(decode batch, context tokens of that batch) x decode_slowdown``; so TTFT and
   TPOT degrade with load the way the profile's roofline says.
 
-Timestamps follow vLLM's definitions: TTFT and e2e from arrival, queue time from arrival to
-first scheduling, ITL between consecutive outputs of one request, TPOT per request
+Timestamps follow vLLM's definitions: TTFT and e2e from arrival, queue time from entering the
+engine's queue to first scheduling, ITL between consecutive outputs of one request, TPOT per request
 ``(e2e - ttft) / (n - 1)``.
 """
 
@@ -83,6 +83,8 @@ class RequestStats:
 
     request_id: str
     arrival: float
+    queued: float
+    """When the engine queued it: ``arrival`` plus any injected ``extra_ttft_s``."""
     first_scheduled: float | None
     first_token: float | None
     finished: float
@@ -101,8 +103,9 @@ class RequestStats:
 
     @property
     def queue_time(self) -> float:
+        """Queued to first scheduled (vLLM's WAITING phase; excludes time before queueing)."""
         scheduled = self.first_scheduled if self.first_scheduled is not None else self.finished
-        return scheduled - self.arrival
+        return max(0.0, scheduled - self.queued)
 
     @property
     def tpot(self) -> float:
@@ -158,6 +161,7 @@ class _Seq:
         return RequestStats(
             request_id=self.request_id,
             arrival=self.arrival,
+            queued=self.eligible_at,
             first_scheduled=self.first_scheduled,
             first_token=self.first_token,
             finished=finished,

@@ -424,3 +424,47 @@ def test_extra_ttft_and_decode_slowdown_show_in_the_histograms() -> None:
     slow_ttft, slow_itl = mean_latencies(EngineFaults(extra_ttft_s=0.5, decode_slowdown=4.0))
     assert slow_ttft - ttft == pytest.approx(0.5, abs=0.05)
     assert slow_itl / itl == pytest.approx(4.0, rel=0.25)
+
+
+def test_a_client_that_goes_away_is_aborted() -> None:
+    async def body(session: Session, base: str) -> None:
+        payload = {
+            "model": "chat",
+            "prompt": "bye",
+            "max_tokens": 2000,
+            "ignore_eos": True,
+            "stream": True,
+        }
+        async with session.post(f"{base}/v1/completions", json=payload) as response:
+            await response.content.readline()  # the first token is out, then hang up
+        for _ in range(100):
+            await asyncio.sleep(0.01)
+            families = await scrape(session, base)
+            if value(families, "vllm:request_success_total", finished_reason="abort"):
+                break
+        assert value(families, "vllm:request_success_total", finished_reason="abort") == 1
+        assert value(families, "vllm:num_requests_running") == 0
+        assert value(families, "vllm:kv_cache_usage_perc") == 0
+
+    with_server(make_server(), body)
+
+
+def test_a_lagging_host_delays_tokens_but_not_the_reported_latencies() -> None:
+    import time
+
+    server = make_server()
+
+    async def body(session: Session, base: str) -> None:
+        payload = {"model": "chat", "prompt": "lag", "max_tokens": 60, "ignore_eos": True}
+        request = asyncio.create_task(post(session, f"{base}/v1/completions", payload))
+        await asyncio.sleep(0.01)
+        time.sleep(0.15)  # block the event loop: 3 simulated seconds at 20x
+        status, _ = await request
+        assert status == 200
+        families = await scrape(session, base)
+        itl_sum = value(families, "vllm:inter_token_latency_seconds_sum")
+        expected = sum(server.profile.decode_step_ms(1, 1 + n) for n in range(1, 60)) / 1000
+        assert itl_sum == pytest.approx(expected, rel=0.01)  # no 3 s gap in the model's timeline
+        assert value(families, "vllm:e2e_request_latency_seconds_sum") < 1.0
+
+    with_server(server, body)
