@@ -70,7 +70,7 @@ def test_above_capacity_waiting_rises_and_ttft_grows() -> None:
     profile = fallback_profile()
     rows = []
     for rate in (5.0, 40.0, 80.0):
-        result = simulate(profile, poisson(rate, duration=30, prompt=512, output=256, seed=2))
+        result = simulate(profile, poisson(rate, duration=15, prompt=512, output=256, seed=2))
         rows.append((rate, result.max_waiting(), p99(ttfts(result.requests))))
     (_, wait_low, ttft_low), (_, wait_mid, ttft_mid), (_, wait_high, ttft_high) = rows
     assert wait_low == 0
