@@ -29,6 +29,7 @@ from .planner import (
     choose_gpu,
     overhead_bytes,
     performance_for,
+    size_at_parallelism,
     size_for_gpu,
     stage_layers,
 )
@@ -71,6 +72,7 @@ __all__ = [
     "performance_model",
     "resolve_dtype",
     "resolve_quantization",
+    "size_at_parallelism",
     "size_for_gpu",
     "stage_layers",
     "weight_bytes",

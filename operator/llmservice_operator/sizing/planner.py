@@ -66,6 +66,7 @@ __all__ = [
     "choose_gpu",
     "overhead_bytes",
     "performance_for",
+    "size_at_parallelism",
     "size_for_gpu",
     "stage_layers",
 ]
@@ -127,7 +128,8 @@ class SizingResult(BaseModel):
 
     fits: bool
     reason: str
-    #: CamelCase reason for a status condition: Fits, InsufficientMemory, ContextTooLong.
+    #: CamelCase reason for a status condition: Fits, InsufficientMemory, ContextTooLong
+    #: (and InvalidParallelism from size_at_parallelism).
     condition_reason: str
     warnings: tuple[str, ...] = ()
     gpu_type: str
@@ -577,8 +579,7 @@ def _not_fit_reason(
     )
 
 
-def size_for_gpu(request: SizingRequest, gpu: GpuType) -> SizingResult:
-    """Size ``request`` on one GPU type: the smallest fitting parallelism, or why none fits."""
+def _precision(request: SizingRequest) -> tuple[_Precision, list[str]]:
     arch = request.architecture
     dtype = resolve_dtype(request.dtype, arch)
     quantization, notes = resolve_quantization(request.quantization, arch)
@@ -589,46 +590,31 @@ def size_for_gpu(request: SizingRequest, gpu: GpuType) -> SizingResult:
         other=DTYPE_BYTES[dtype],
         kv_element=kv_element_bytes(request.kv_cache_dtype, dtype),
     )
-    warnings = _static_warnings(request, gpu, precision, notes)
-    if request.max_model_len > arch.max_model_len_limit:
-        reason = _context_limit_reason(arch, request.max_model_len)
-        return _empty(request, gpu, precision, reason, "ContextTooLong", warnings)
-    options, problems = _options(request, gpu, precision)
+    return precision, notes
+
+
+def _fit_reason(request: SizingRequest, gpu: GpuType, option: _Option) -> str:
+    return (
+        f"{_describe(option, gpu)}: weights {_fmt(option.weights_per_gpu)} per GPU, "
+        f"overhead {_fmt(option.overhead)}, KV pool {_fmt(option.pool)} per GPU holds "
+        f"{_sequences(option.sequences)} of {request.max_model_len} tokens "
+        f"({request.required_sequences} required)"
+    )
+
+
+def _result(
+    request: SizingRequest,
+    gpu: GpuType,
+    precision: _Precision,
+    option: _Option,
+    *,
+    fits: bool,
+    reason: str,
+    condition: str,
+    warnings: list[str],
+) -> SizingResult:
     required = request.required_sequences
-    chosen_index = next((i for i, o in enumerate(options) if o.sequences >= required), None)
-    fits = chosen_index is not None
-    if not options:
-        reason = (
-            "no tensor-parallel size fits this model on " + gpu.name + ": " + "; ".join(problems)
-        )
-        return _empty(request, gpu, precision, reason, "InsufficientMemory", warnings)
-    option = options[chosen_index] if chosen_index is not None else options[-1]
-    fields = _base_fields(request, gpu, precision)
     nodes = _nodes(option, gpu)
-
-    if chosen_index is not None:
-        reason = (
-            f"{_describe(option, gpu)}: weights {_fmt(option.weights_per_gpu)} per GPU, "
-            f"overhead {_fmt(option.overhead)}, KV pool {_fmt(option.pool)} per GPU holds "
-            f"{_sequences(option.sequences)} of {request.max_model_len} tokens ({required} "
-            "required)"
-        )
-        if chosen_index > 0:
-            previous = options[chosen_index - 1]
-            reason = (
-                f"{_describe(previous, gpu)} is not enough ({_shortfall(previous, required)}); "
-                + reason
-            )
-        if option.pp > 1:
-            reason += (
-                f"; TP={option.tp} alone is not enough, so the layers are split into "
-                f"{option.pp} pipeline stages" + (f" across {nodes} nodes" if nodes > 1 else "")
-            )
-        condition = "Fits"
-    else:
-        reason = _not_fit_reason(request, gpu, precision, option, fields["weight_bytes"])
-        condition = "InsufficientMemory"
-
     if option.tp > 1 and gpu.interconnect == "pcie":
         warnings.append(
             f"TP={option.tp} over PCIe ({gpu.name}): all-reduce latency adds to every step and "
@@ -682,7 +668,113 @@ def size_for_gpu(request: SizingRequest, gpu: GpuType) -> SizingResult:
             ttft if fits else perf.prefill_ms(min(request.max_model_len, SLO_PROMPT_TOKENS)), 3
         ),
         shm_bytes=_shm_bytes(option, gpu),
-        **fields,
+        **_base_fields(request, gpu, precision),
+    )
+
+
+def size_for_gpu(request: SizingRequest, gpu: GpuType) -> SizingResult:
+    """Size ``request`` on one GPU type: the smallest fitting parallelism, or why none fits."""
+    arch = request.architecture
+    precision, notes = _precision(request)
+    warnings = _static_warnings(request, gpu, precision, notes)
+    if request.max_model_len > arch.max_model_len_limit:
+        reason = _context_limit_reason(arch, request.max_model_len)
+        return _empty(request, gpu, precision, reason, "ContextTooLong", warnings)
+    options, problems = _options(request, gpu, precision)
+    if not options:
+        reason = (
+            "no tensor-parallel size fits this model on " + gpu.name + ": " + "; ".join(problems)
+        )
+        return _empty(request, gpu, precision, reason, "InsufficientMemory", warnings)
+    required = request.required_sequences
+    chosen_index = next((i for i, o in enumerate(options) if o.sequences >= required), None)
+    if chosen_index is None:
+        option = options[-1]
+        total = weight_bytes(arch, precision.dtype, precision.quantization)
+        reason = _not_fit_reason(request, gpu, precision, option, total)
+        return _result(
+            request,
+            gpu,
+            precision,
+            option,
+            fits=False,
+            reason=reason,
+            condition="InsufficientMemory",
+            warnings=warnings,
+        )
+    option = options[chosen_index]
+    reason = _fit_reason(request, gpu, option)
+    if chosen_index > 0:
+        previous = options[chosen_index - 1]
+        reason = (
+            f"{_describe(previous, gpu)} is not enough ({_shortfall(previous, required)}); "
+            + reason
+        )
+    if option.pp > 1:
+        nodes = _nodes(option, gpu)
+        reason += (
+            f"; TP={option.tp} alone is not enough, so the layers are split into "
+            f"{option.pp} pipeline stages" + (f" across {nodes} nodes" if nodes > 1 else "")
+        )
+    return _result(
+        request,
+        gpu,
+        precision,
+        option,
+        fits=True,
+        reason=reason,
+        condition="Fits",
+        warnings=warnings,
+    )
+
+
+def size_at_parallelism(
+    request: SizingRequest,
+    gpu: GpuType,
+    tensor_parallel_size: int,
+    pipeline_parallel_size: int = 1,
+) -> SizingResult:
+    """Size ``request`` at exactly TP x PP on ``gpu`` (e.g. what a running engine was given).
+
+    Fits when the parallelism is valid for the model and its pool holds
+    max(1, min_concurrency) full-length sequences; otherwise the reason says why.
+    """
+    arch = request.architecture
+    precision, notes = _precision(request)
+    warnings = _static_warnings(request, gpu, precision, notes)
+    if request.max_model_len > arch.max_model_len_limit:
+        reason = _context_limit_reason(arch, request.max_model_len)
+        return _empty(request, gpu, precision, reason, "ContextTooLong", warnings)
+    tp, pp = tensor_parallel_size, pipeline_parallel_size
+    problem = _tp_problem(arch, tp, precision.quantization) if tp >= 1 else f"TP={tp}"
+    if problem is None and not 1 <= pp <= arch.num_layers:
+        problem = f"PP={pp} must be between 1 and the {arch.num_layers} layers"
+    if problem is not None:
+        return _empty(request, gpu, precision, problem, "InvalidParallelism", warnings)
+    option = _evaluate(request, gpu, precision, tp, pp)
+    if option.sequences >= request.required_sequences:
+        return _result(
+            request,
+            gpu,
+            precision,
+            option,
+            fits=True,
+            condition="Fits",
+            reason=_fit_reason(request, gpu, option),
+            warnings=warnings,
+        )
+    reason = f"{_describe(option, gpu)} is not enough: " + _shortfall(
+        option, request.required_sequences
+    )
+    return _result(
+        request,
+        gpu,
+        precision,
+        option,
+        fits=False,
+        reason=reason,
+        condition="InsufficientMemory",
+        warnings=warnings,
     )
 
 

@@ -514,3 +514,27 @@ def test_request_validation(arch: Arch) -> None:
         SizingRequest(
             architecture=arch("Qwen/Qwen3-8B"), max_model_len=10, gpu_memory_utilization=1.5
         )
+
+
+def test_size_at_fixed_parallelism(arch: Arch, catalog: GpuCatalog) -> None:
+    """A given TP x PP (what an engine was started with) is evaluated as is."""
+    from llmservice_operator.sizing import size_at_parallelism
+
+    request = SizingRequest(
+        architecture=arch("meta-llama/Llama-3.1-70B-Instruct"), max_model_len=8192
+    )
+    h100 = catalog.get("H100-80GB")
+    four = size_at_parallelism(request, h100, 4)
+    assert four.fits and four.tensor_parallel_size == 4
+    assert four.max_concurrent_sequences_at_max_len == 59
+    assert (
+        four.kv_pool_tokens
+        == size_for_gpu(request.model_copy(update={"min_concurrency": 8}), h100).kv_pool_tokens
+    )
+    one = size_at_parallelism(request, h100, 1)
+    assert not one.fits and one.reason.startswith("1x H100-80GB (TP=1) is not enough: weights")
+    bad = size_at_parallelism(request, h100, 3)
+    assert not bad.fits and bad.condition_reason == "InvalidParallelism"
+    assert "does not divide 64 attention heads" in bad.reason
+    staged = size_at_parallelism(request, h100, 8, 2)
+    assert staged.fits and staged.gpus_per_replica == 16
