@@ -173,7 +173,9 @@ class ModelArchitecture(BaseModel):
     hidden_size: int = Field(gt=0)
     num_attention_heads: int = Field(gt=0)
     num_kv_heads: int = Field(gt=0, description="KV heads (GQA); MLA: as config, unused for KV.")
-    head_dim: int = Field(gt=0, description="Explicit head_dim, else hidden/heads.")
+    head_dim: int = Field(
+        gt=0, description="Explicit head_dim, else hidden/heads; MLA: qk_nope + qk_rope."
+    )
     intermediate_size: int = Field(ge=0, description="Dense MLP width (0: no dense layers).")
     vocab_size: int = Field(gt=0)
     tie_word_embeddings: bool
@@ -599,7 +601,10 @@ def parse_hf_config(
     is_mla = family in ("deepseek_v2", "deepseek_v3")
     kv_heads = heads if family == "gpt_neox" else r.int_("num_key_value_heads", heads)
     head_dim = hidden // heads
-    if not is_mla and family != "gpt_neox" and r.has("head_dim"):
+    if is_mla:
+        # the query/key head (nope + rope); transformers 5 writes the rope dim as head_dim
+        head_dim = r.int_("qk_nope_head_dim") + r.int_("qk_rope_head_dim")
+    elif family != "gpt_neox" and r.has("head_dim"):
         head_dim = r.int_("head_dim")
 
     fields: dict[str, Any] = {}

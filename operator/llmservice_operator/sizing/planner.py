@@ -233,7 +233,8 @@ def _tp_problem(arch: ModelArchitecture, tp: int, quantization: Quantization) ->
     elif quantization == "fp8" and arch.checkpoint_quantization == "fp8":
         group = arch.checkpoint_weight_block_size or 0
     if group and tp > 1:
-        widths.append(("attention output", arch.num_attention_heads * arch.head_dim))
+        head = arch.v_head_dim if arch.uses_mla and arch.v_head_dim else arch.head_dim
+        widths.append(("attention output", arch.num_attention_heads * head))
         for name, width in widths:
             if (width // tp) % group:
                 return (

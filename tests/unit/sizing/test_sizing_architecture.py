@@ -131,6 +131,7 @@ def test_deepseek_v3_mla(arch: Arch) -> None:
     """
     a = arch("deepseek-ai/DeepSeek-V3")
     assert a.uses_mla and a.q_lora_rank == 1536
+    assert a.head_dim == 128 + 64  # the q/k head; the KV cache holds the latent instead
     assert a.moe_layers == tuple(range(3, 61))
     assert a.layer_parameters(0).total == 583_483_392
     assert a.layer_parameters(3).total == 11_507_286_272
