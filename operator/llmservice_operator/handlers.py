@@ -88,6 +88,13 @@ async def _resync(state: OperatorState) -> None:
 def register(registry: kopf.OperatorRegistry, state: OperatorState) -> None:
     """Attach the handlers to a kopf registry (one per operator process)."""
 
+    @kopf.on.login(registry=registry)
+    def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
+        # A private registry has none of kopf's default login handlers: use the same
+        # in-cluster / kubeconfig loading as the Kubernetes client.
+        info: kopf.ConnectionInfo | None = kopf.login_via_client(**kwargs)
+        return info
+
     @kopf.on.startup(registry=registry)
     async def startup(settings: kopf.OperatorSettings, **_: Any) -> None:
         settings.posting.level = logging.WARNING

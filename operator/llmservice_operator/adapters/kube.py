@@ -7,6 +7,7 @@ need; the Helm chart's ClusterRole is checked against it by a test.
 from __future__ import annotations
 
 import logging
+import threading
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -95,9 +96,26 @@ class KubeAdapter:
     def __init__(self, api_client: client.ApiClient) -> None:
         self._dynamic = DynamicClient(api_client)  # type: ignore[no-untyped-call]
         self._core = client.CoreV1Api(api_client)
+        # The dynamic client's discovery cache is not thread-safe; reconciles run in threads.
+        self._discovery_lock = threading.Lock()
+        self._resources: dict[tuple[str, str], Any] = {}
 
     def _resource(self, api_version: str, kind: str) -> Any:
-        return self._dynamic.resources.get(api_version=api_version, kind=kind)
+        key = (api_version, kind)
+        with self._discovery_lock:
+            if key not in self._resources:
+                try:
+                    self._resources[key] = self._dynamic.resources.get(
+                        api_version=api_version, kind=kind
+                    )
+                except ResourceNotFoundError:
+                    # Remembered until restart: installing KEDA or Gateway API later needs
+                    # an operator restart to be picked up (documented in the README).
+                    self._resources[key] = None
+            found = self._resources[key]
+        if found is None:
+            raise ResourceNotFoundError(f"{api_version} {kind} is not served by this cluster")
+        return found
 
     def observe(self, namespace: str, name: str, secret_names: list[str]) -> ObservedState:
         state = ObservedState()
