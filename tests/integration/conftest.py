@@ -53,7 +53,7 @@ def cluster() -> Iterator[ClusterInfo]:
         pytest.skip("LLMSERVICE_SKIP_CLUSTER=1")
     versions = pinned_versions()
     if missing_binaries(bin_dir(versions), versions) and shutil.which("go") is None:
-        pytest.skip("local cluster binaries are not built and no Go toolchain is available")
+        pytest.fail("local cluster binaries are not built and no Go toolchain is available")
     local = LocalCluster()
     info = local.info()
     started = info is None

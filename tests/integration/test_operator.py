@@ -269,6 +269,8 @@ def test_chart_lints_and_the_api_server_accepts_it(cluster: Any, kubectl: Any) -
             "--namespace",
             "default",
             "--include-crds",
+            "--kube-version",
+            "1.37.2",
         ],
         capture_output=True,
         text=True,

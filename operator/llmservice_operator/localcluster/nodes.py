@@ -9,6 +9,7 @@ GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
 GPU_RESOURCE = "nvidia.com/gpu"
 H100 = "NVIDIA-H100-80GB-HBM3"
 L4 = "NVIDIA-L4"
+L40S = "NVIDIA-L40S"
 KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
 KWOK_NODE_ANNOTATION_VALUE = "fake"
 #: Pods on node ``i`` (1-based) get IPs from ``127.1.i.0/24``; pods on other kwok nodes
@@ -40,6 +41,10 @@ DEFAULT_NODES: tuple[FakeNodeSpec, ...] = (
     ),
     *(
         FakeNodeSpec(f"gpu-l4-{i}", L4, 4, 23034, "48", "192Gi", 110, "g6.12xlarge")
+        for i in range(2)
+    ),
+    *(
+        FakeNodeSpec(f"gpu-l40s-{i}", L40S, 8, 46068, "96", "768Gi", 110, "g6e.48xlarge")
         for i in range(2)
     ),
 )
