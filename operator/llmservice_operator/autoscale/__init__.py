@@ -1,1 +1,47 @@
-"""autoscale (pure)."""
+"""Autoscaling (pure): replica decisions from vLLM queue depth, guarded by KV-cache usage.
+
+``decide(PolicyConfig, ScalingInputs) -> ScaleDecision``; the decision carries the history to
+persist in ``status.autoscaling`` so a restarted operator resumes its windows. During a canary
+or blue-green rollout, :func:`split_replicas` shares one total between the two revisions.
+docs/autoscaling.md explains the rules and the benchmark against HPA and KEDA.
+"""
+
+from .history import (
+    ScaleHistory,
+    history_from_status,
+    history_from_strings,
+    history_to_status,
+    history_to_strings,
+)
+from .policy import (
+    Direction,
+    LoadEstimate,
+    PolicyConfig,
+    ReplicaSample,
+    ScaleDecision,
+    ScalingInputs,
+    decide,
+    default_target_queue_depth,
+    estimate_load,
+    resolve_target_queue_depth,
+)
+from .split import split_replicas
+
+__all__ = [
+    "Direction",
+    "LoadEstimate",
+    "PolicyConfig",
+    "ReplicaSample",
+    "ScaleDecision",
+    "ScaleHistory",
+    "ScalingInputs",
+    "decide",
+    "default_target_queue_depth",
+    "estimate_load",
+    "history_from_status",
+    "history_from_strings",
+    "history_to_status",
+    "history_to_strings",
+    "resolve_target_queue_depth",
+    "split_replicas",
+]

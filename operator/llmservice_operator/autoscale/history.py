@@ -1,0 +1,266 @@
+"""What the autoscaler remembers between evaluations, and how it lives in the CR's status.
+
+Pure: times are float seconds (the operator passes Unix time, the benchmark simulated time);
+nothing here reads a clock.
+
+The history holds two kinds of entries, both needed to survive an operator restart:
+
+* **recommendations** ``(time, replicas)``: what each evaluation recommended before
+  stabilization. Scale-down uses the *highest* recommendation within its stabilization
+  window (as the Kubernetes HPA does), scale-up the *lowest* within its own window.
+* **events** ``(time, change)``: applied changes of the desired replica count (+3, -1), for
+  the rate limits ("at most N replicas per period").
+* the **throughput** ``(time, requests/s)`` the policy learned a full replica completes (see
+  ``policy``).
+
+In ``status.autoscaling.recommendations`` all are strings ``"<epoch>=<value>"``: a
+recommendation is a plain count (``"1718000000=4"``), an event carries a sign
+(``"1718000000=+3"``, ``"...=-1"``), the learned throughput an at sign
+(``"1718000000=@4.07"``).
+So one list keeps the whole history and ``history_from_status(history_to_status(...))`` is the
+identity (times to the millisecond).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+
+from ..api.status import AutoscalingStatus
+
+__all__ = [
+    "MAX_STATUS_ENTRIES",
+    "ScaleHistory",
+    "format_epoch",
+    "from_rfc3339",
+    "history_from_status",
+    "history_from_strings",
+    "history_to_status",
+    "history_to_strings",
+    "to_rfc3339",
+]
+
+#: ``AutoscalingStatus.recommendations`` holds at most this many strings (the CRD says so).
+MAX_STATUS_ENTRIES = 120
+
+
+@dataclass(frozen=True)
+class ScaleHistory:
+    """Recent recommendations and scale events, oldest first, plus the last scale times."""
+
+    recommendations: tuple[tuple[float, int], ...] = ()
+    events: tuple[tuple[float, int], ...] = ()
+    last_scale_time: float | None = None
+    last_scale_up_time: float | None = None
+    last_scale_down_time: float | None = None
+    throughput: tuple[float, float] | None = None
+    """(time learned, requests/s one full replica completes), or None before it was seen."""
+
+    def __post_init__(self) -> None:
+        for t, replicas in self.recommendations:
+            if not math.isfinite(t) or replicas < 0:
+                raise ValueError(f"bad recommendation ({t}, {replicas})")
+        for t, change in self.events:
+            if not math.isfinite(t) or change == 0:
+                raise ValueError(f"bad scale event ({t}, {change})")
+        if self.throughput is not None:
+            t, value = self.throughput
+            if not (math.isfinite(t) and math.isfinite(value) and value > 0):
+                raise ValueError(f"bad learned throughput {self.throughput}")
+
+    def recommendations_since(self, cutoff: float) -> list[int]:
+        """Recommendations made strictly after ``cutoff``."""
+        return [r for t, r in self.recommendations if t > cutoff]
+
+    def changes_since(self, cutoff: float) -> tuple[int, int]:
+        """(replicas added, replicas removed) by events strictly after ``cutoff``."""
+        added = sum(c for t, c in self.events if t > cutoff and c > 0)
+        removed = sum(-c for t, c in self.events if t > cutoff and c < 0)
+        return added, removed
+
+    def record(
+        self,
+        now: float,
+        recommendation: int | None,
+        change: int,
+        *,
+        up_window: float,
+        down_window: float,
+        event_horizon: float,
+        throughput: tuple[float, float] | None = None,
+    ) -> ScaleHistory:
+        """This history with one evaluation added and what no window can see any more dropped.
+
+        ``recommendation`` None records none (an evaluation without data recommends nothing).
+        ``change`` is the applied change of the desired count (0 for none).
+        ``throughput`` replaces the learned one when given.
+        """
+        recs = list(self.recommendations)
+        if recommendation is not None:
+            recs.append((now, recommendation))
+        events = [(t, c) for t, c in self.events if t > now - event_horizon]
+        if change:
+            events.append((now, change))
+        history = replace(
+            self,
+            recommendations=_compact(recs, now, up_window, down_window),
+            events=tuple(events),
+            throughput=throughput or self.throughput,
+        )
+        if change > 0:
+            history = replace(history, last_scale_time=now, last_scale_up_time=now)
+        elif change < 0:
+            history = replace(history, last_scale_time=now, last_scale_down_time=now)
+        return history
+
+
+def _compact(
+    recs: list[tuple[float, int]], now: float, up_window: float, down_window: float
+) -> tuple[tuple[float, int], ...]:
+    """Keep only the recommendations a future window max (down) or min (up) can still need.
+
+    An entry matters to the scale-down window while it is inside it *and* higher than every
+    later entry (a later entry at least as high outlives it in the window); to the scale-up
+    window while inside it and lower than every later entry. Dropping the rest changes no
+    future decision, and keeps the list short (a staircase of distinct values) however often
+    the operator evaluates.
+    """
+    kept: list[tuple[float, int]] = []
+    later_max = -1
+    later_min = math.inf
+    for index, (t, r) in enumerate(reversed(recs)):
+        for_down = t > now - down_window and r > later_max
+        for_up = t > now - up_window and r < later_min
+        if for_down or for_up or index == 0:  # the newest is kept to show in the status
+            kept.append((t, r))
+        later_max = max(later_max, r)
+        later_min = min(later_min, r)
+    kept.reverse()
+    return tuple(kept)
+
+
+# -- strings and status -------------------------------------------------------------------------
+
+
+def format_epoch(t: float) -> str:
+    """A number to the millisecond as the shortest text: ``1718000000`` or ``1718000000.25``."""
+    rounded = round(t, 3)
+    if rounded == int(rounded):
+        return str(int(rounded))
+    return f"{rounded:.3f}".rstrip("0")
+
+
+def history_to_strings(history: ScaleHistory) -> list[str]:
+    """``"<epoch>=<replicas>"`` per recommendation and ``"<epoch>=<+/-change>"`` per event.
+
+    Sorted by time (recommendations first at equal times); the oldest entries go first when
+    more than :data:`MAX_STATUS_ENTRIES` would be written.
+    """
+    entries: list[tuple[float, int, str]] = []
+    entries += [(t, 0, f"{format_epoch(t)}={r}") for t, r in history.recommendations]
+    entries += [(t, 1, f"{format_epoch(t)}={c:+d}") for t, c in history.events]
+    entries.sort(key=lambda e: (e[0], e[1]))
+    texts = [text for _, _, text in entries]
+    learned = []
+    if history.throughput is not None:
+        t, value = history.throughput
+        learned.append(f"{format_epoch(t)}=@{format_epoch(value)}")
+    # The learned values are kept however long the list; the oldest entries go first.
+    keep = MAX_STATUS_ENTRIES - len(learned)
+    return texts[max(0, len(texts) - keep) :] + learned
+
+
+def history_from_strings(
+    entries: Iterable[str],
+    *,
+    last_scale_time: float | None = None,
+    last_scale_up_time: float | None = None,
+    last_scale_down_time: float | None = None,
+) -> ScaleHistory:
+    """The inverse of :func:`history_to_strings`; raises ValueError on a malformed entry."""
+    recs: list[tuple[float, int]] = []
+    events: list[tuple[float, int]] = []
+    throughput: tuple[float, float] | None = None
+    for entry in entries:
+        epoch, sep, value = entry.partition("=")
+        try:
+            if not sep:
+                raise ValueError("no '='")
+            t = float(epoch)
+            if not math.isfinite(t):
+                raise ValueError("time is not finite")
+            if value.startswith("@"):
+                number = float(value[1:])
+                if not (number > 0 and math.isfinite(number)):
+                    raise ValueError("a learned throughput must be > 0")
+                if throughput is None or t >= throughput[0]:
+                    throughput = (t, number)
+            elif value.startswith(("+", "-")):
+                change = int(value)
+                if change == 0:
+                    raise ValueError("a scale event of 0")
+                events.append((t, change))
+            else:
+                replicas = int(value)
+                if replicas < 0:
+                    raise ValueError("negative replicas")
+                recs.append((t, replicas))
+        except ValueError as exc:
+            raise ValueError(
+                f"autoscaling history entry {entry!r} is not '<epoch>=<replicas>': {exc}"
+            ) from exc
+    return ScaleHistory(
+        recommendations=tuple(sorted(recs)),
+        events=tuple(sorted(events)),
+        last_scale_time=last_scale_time,
+        last_scale_up_time=last_scale_up_time,
+        last_scale_down_time=last_scale_down_time,
+        throughput=throughput,
+    )
+
+
+def to_rfc3339(t: float | None) -> str | None:
+    """Epoch seconds as RFC 3339 UTC (``2024-06-10T06:13:20Z``), the form status times take."""
+    if t is None:
+        return None
+    stamp = datetime.fromtimestamp(t, tz=UTC)
+    text = stamp.isoformat(timespec="milliseconds" if stamp.microsecond else "seconds")
+    return text.replace("+00:00", "Z")
+
+
+def from_rfc3339(text: str | None) -> float | None:
+    """The inverse of :func:`to_rfc3339` (any offset accepted; naive times are UTC)."""
+    if text is None:
+        return None
+    stamp = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    if stamp.tzinfo is None:
+        stamp = stamp.replace(tzinfo=UTC)
+    return stamp.timestamp()
+
+
+def history_to_status(
+    history: ScaleHistory, desired_replicas: int, reason: str
+) -> AutoscalingStatus:
+    """``status.autoscaling`` for a decision (what the reconcile writes once per pass)."""
+    return AutoscalingStatus(
+        desired_replicas=desired_replicas,
+        last_scale_time=to_rfc3339(history.last_scale_time),
+        last_scale_up_time=to_rfc3339(history.last_scale_up_time),
+        last_scale_down_time=to_rfc3339(history.last_scale_down_time),
+        reason=reason,
+        recommendations=history_to_strings(history),
+    )
+
+
+def history_from_status(status: AutoscalingStatus | None) -> ScaleHistory:
+    """The history a restarted operator resumes from (empty when there is no status yet)."""
+    if status is None:
+        return ScaleHistory()
+    return history_from_strings(
+        status.recommendations,
+        last_scale_time=from_rfc3339(status.last_scale_time),
+        last_scale_up_time=from_rfc3339(status.last_scale_up_time),
+        last_scale_down_time=from_rfc3339(status.last_scale_down_time),
+    )

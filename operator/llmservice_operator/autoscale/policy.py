@@ -1,0 +1,573 @@
+"""How many replicas: from vLLM's queue depth, guarded by KV-cache usage. Pure: ``now`` is an
+argument (float seconds), nothing is read from a clock, a cluster or Prometheus.
+
+What it looks at
+----------------
+Each ready replica reports ``waiting`` (``vllm:num_requests_waiting``), ``running``
+(``vllm:num_requests_running``), its KV-cache usage 0..1 (``vllm:kv_cache_usage_perc``) and,
+when measured, the requests it completed per second over the last minute
+(``rate(vllm:request_success_total[1m])``). The service's **arrival rate** ``lambda``
+(requests/s) comes from the gateway or, failing that, from the replicas' completions.
+
+A queue is the one unambiguous sign that a replica is **full**: vLLM holds a request back only
+when a batch slot, KV blocks or the step's token budget runs out. So when a replica queues
+beyond the target queue depth, what it completes per second is what a full replica does for
+the current request mix: the policy *learns* that throughput ``mu`` (the median over the
+queueing replicas, smoothed once known), keeps it in the history (so in the CR status)
+across restarts, and refreshes it at every saturation. Compute-bound replicas (long prompts
+on a big model) saturate far below ``max_num_seqs``: prefill time runs out, not slots; and
+their queue stays short until they are nearly full, which is why the queue alone, read as a
+load measure, reacts late (it is the HPA's problem with this metric).
+
+The load model
+--------------
+With ``D`` every sequence in the system (``sum(running + waiting)`` over the ready replicas,
+plus requests held upstream), ``W`` the requests waiting, ``F`` the sequences a replica holds
+(``max_num_seqs``, or fewer when its KV cache fills first: ``running / kv_usage``):
+
+* ``n_rate = ceil((lambda + W / 120 s) / (target_utilization x mu))``: replicas to carry the
+  arrivals at 80% of a full replica's throughput (queueing delay grows as ``u / (1 - u)``) and
+  clear today's queue within two minutes, once ``mu`` is known;
+* ``n_conc = ceil(D / (ceiling x F))``: replicas to hold every sequence under the ceiling
+  (``kvCacheUsageCeiling``, 0.9 by default) of their slots;
+* ``n_kv = ceil(sum(kv_usage) / ceiling)``: replicas to keep KV usage under the ceiling;
+* ``n_fit = max(n_rate, n_conc, n_kv)``, and at least one more than the ready replicas while
+  the queue per ready replica exceeds the target queue depth (they are full, whatever the
+  model says).
+
+Rules
+-----
+* **Scale up** to ``n_fit`` when it exceeds ``current``, the desired count already set:
+  replicas still loading (started, not yet ready) count as capacity that is coming and are
+  never added twice. Scaling before a queue forms matters because a new replica needs
+  minutes (GPU node, image, weights) before it serves. No delay by default, but at most
+  ``scale_up.max_replicas_per_period`` added per ``period_seconds``.
+* **Scale down** to ``n_down``: ``n_fit`` computed 15% under the targets (``DOWN_TOLERANCE``),
+  i.e. the load simulated on the fewer replicas stays under the ceiling and the utilization
+  target with room for noise. A steady, noisy load between the two thresholds changes
+  nothing: one replica plus 15% of hysteresis. A scale-down also waits for the stabilization
+  window: the desired count never drops below the highest recommendation of the last
+  ``scale_down.stabilization_window_seconds`` (the Kubernetes HPA rule; an empty window starts
+  now, so a restart never scales down on one sample), and at most
+  ``scale_down.max_replicas_per_period`` go per period. Never while the queue is over the
+  target, and never before ``mu`` is known when completions are measured (the capacity to
+  simulate against is unknown: a new service learns it at its first saturation).
+* **Missing data** never scales down: no samples at all holds the current count (decision
+  flagged ``degraded``); samples from only some ready replicas may scale up (the missing
+  replicas are assumed to look like the others) but not down.
+* **Bounds** win over everything: the result is always within ``[min_replicas, max_replicas]``.
+* **Scale to zero** (``min_replicas: 0``): recommended only when nothing runs, nothing waits and
+  no request arrives (``arrival_rate == 0``; an unknown rate never counts as idle), so the
+  stabilization window must be idle throughout before the last replica goes.
+  **Activation**: at zero replicas, any request waiting upstream or arriving recommends 1 (or
+  as many as the waiting requests need), at once.
+
+The default target queue depth is ``max(1, max_num_seqs // 8)`` (:func:`default_target_queue_depth`,
+the renderer's HPA/KEDA target too): a queue of an eighth of the batch is what a full replica
+clears within an eighth of a request's duration; beyond it the replica counts as saturated.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from ..api.spec import ScalingBehavior, ScalingSpec
+from ..api.status import AutoscalingStatus
+from .history import ScaleHistory, history_to_status
+
+__all__ = [
+    "Direction",
+    "LoadEstimate",
+    "PolicyConfig",
+    "ReplicaSample",
+    "ScaleDecision",
+    "ScalingInputs",
+    "decide",
+    "default_target_queue_depth",
+    "estimate_load",
+    "resolve_target_queue_depth",
+]
+
+Direction = Literal["up", "down", "hold"]
+
+#: Tolerance for ``ceil`` of float arithmetic: 4.000000001 replicas is 4.
+_EPS = 1e-9
+
+
+def default_target_queue_depth(max_num_seqs: int) -> float:
+    """Waiting requests per ready replica worth adding a replica for: an eighth of the batch.
+
+    The same rule the renderer uses for the HPA/KEDA target, so every mode scales on one number.
+    """
+    return float(max(1, max_num_seqs // 8))
+
+
+def resolve_target_queue_depth(explicit: float | None, max_num_seqs: int) -> float:
+    """``spec.scaling.targetQueueDepth`` when set, else :func:`default_target_queue_depth`."""
+    return explicit if explicit is not None else default_target_queue_depth(max_num_seqs)
+
+
+def _scale_down_default() -> ScalingBehavior:
+    return ScalingBehavior(stabilization_window_seconds=300, max_replicas_per_period=1)
+
+
+@dataclass(frozen=True)
+class PolicyConfig:
+    """Bounds, targets and behaviour: ``spec.scaling`` plus the replica's ``max_num_seqs``."""
+
+    min_replicas: int
+    max_replicas: int
+    max_num_seqs: int
+    target_queue_depth: float
+    kv_cache_usage_ceiling: float = 0.9
+    target_utilization: float = 0.8
+    """Share of a full replica's learned throughput to plan for (latency grows steeply with
+    utilization: queueing delay goes as u / (1 - u))."""
+    scale_up: ScalingBehavior = field(default_factory=ScalingBehavior)
+    scale_down: ScalingBehavior = field(default_factory=_scale_down_default)
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.min_replicas <= self.max_replicas:
+            raise ValueError(
+                f"need 0 <= min_replicas <= max_replicas, got {self.min_replicas}, "
+                f"{self.max_replicas}"
+            )
+        if self.max_num_seqs < 1:
+            raise ValueError(f"max_num_seqs must be at least 1, got {self.max_num_seqs}")
+        if not (self.target_queue_depth > 0 and math.isfinite(self.target_queue_depth)):
+            raise ValueError(f"target_queue_depth must be > 0, got {self.target_queue_depth}")
+        if not 0 < self.target_utilization <= 1:
+            raise ValueError(f"target_utilization must be in (0, 1], got {self.target_utilization}")
+        if not 0 < self.kv_cache_usage_ceiling <= 1:
+            raise ValueError(
+                f"kv_cache_usage_ceiling must be in (0, 1], got {self.kv_cache_usage_ceiling}"
+            )
+
+    @classmethod
+    def from_spec(cls, spec: ScalingSpec, max_num_seqs: int) -> PolicyConfig:
+        """The policy for ``spec.scaling`` of a service whose replicas run ``max_num_seqs``."""
+        return cls(
+            min_replicas=spec.min_replicas,
+            max_replicas=spec.max_replicas,
+            max_num_seqs=max_num_seqs,
+            target_queue_depth=resolve_target_queue_depth(spec.target_queue_depth, max_num_seqs),
+            kv_cache_usage_ceiling=spec.kv_cache_usage_ceiling,
+            scale_up=spec.scale_up,
+            scale_down=spec.scale_down,
+        )
+
+
+@dataclass(frozen=True)
+class ReplicaSample:
+    """One ready replica's engine gauges at one scrape."""
+
+    waiting: float
+    running: float
+    kv_cache_usage: float | None = None
+    """0..1; None when the replica does not export it."""
+    completion_rate: float | None = None
+    """Requests/s it completed over about the last minute; None when not measured."""
+
+    def __post_init__(self) -> None:
+        for name in ("waiting", "running"):
+            value = getattr(self, name)
+            if not (value >= 0 and math.isfinite(value)):
+                raise ValueError(f"{name} must be a finite number >= 0, got {value}")
+        rate = self.completion_rate
+        if rate is not None and not (rate >= 0 and math.isfinite(rate)):
+            raise ValueError(f"completion_rate must be a finite number >= 0, got {rate}")
+        kv = self.kv_cache_usage
+        if kv is not None and not 0 <= kv <= 1:
+            raise ValueError(f"kv_cache_usage must be within 0..1, got {kv}")
+
+
+@dataclass(frozen=True)
+class ScalingInputs:
+    """Everything one evaluation looks at."""
+
+    now: float
+    ready: int
+    """Replicas serving (Ready)."""
+    loading: int
+    """Replicas started but not ready yet (pulling the image, loading weights)."""
+    current: int
+    """The desired count already set (the Deployment's replicas): ready + loading + pending."""
+    samples: Sequence[ReplicaSample] | None
+    """The latest sample of each ready replica; None when the metrics source is unavailable."""
+    history: ScaleHistory = field(default_factory=ScaleHistory)
+    gateway_waiting: int = 0
+    """Requests held upstream with no replica to take them (an activator, while at zero)."""
+    arrival_rate: float | None = None
+    """Requests/s reaching the service over about the last minute; None when not measured."""
+
+    def __post_init__(self) -> None:
+        if not math.isfinite(self.now):
+            raise ValueError(f"now must be finite, got {self.now}")
+        for name in ("ready", "loading", "current", "gateway_waiting"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+        rate = self.arrival_rate
+        if rate is not None and not (rate >= 0 and math.isfinite(rate)):
+            raise ValueError(f"arrival_rate must be a finite number >= 0, got {rate}")
+
+
+@dataclass(frozen=True)
+class LoadEstimate:
+    """The load model's numbers for one evaluation (see the module docstring)."""
+
+    load: float
+    """D: sequences running or waiting (extrapolated over replicas without a sample)."""
+    waiting: float
+    arrival_rate: float | None
+    """lambda, requests/s (None when neither the gateway nor the replicas measure it)."""
+    full: float
+    """F: sequences one replica holds when full (mean over the ready replicas)."""
+    throughput: float | None
+    """mu: requests/s one full replica completes (None until the fleet was seen full)."""
+    kv_total: float
+    """Sum of KV usage over the ready replicas (1.0 = one replica's full cache)."""
+    n_conc: int
+    n_kv: int
+    n_rate: int | None
+    n_fit: int
+    n_down: int
+    """n_fit planned DOWN_TOLERANCE below the ceiling: how far a scale-down may go."""
+    idle: bool
+    """Nothing runs, nothing waits, and no request arrives."""
+    saturated: bool
+    """Some replica queued beyond the target with a measured completion rate (what teaches mu)."""
+    queue_over: bool
+    """The queue per ready replica exceeds the target queue depth."""
+    capacity_known: bool
+    """A full replica's throughput is known (or completions are not measured at all, so the
+    slot and KV model is all there is): without it a scale-down has nothing to simulate."""
+
+
+@dataclass(frozen=True)
+class ScaleDecision:
+    """The outcome of one evaluation."""
+
+    desired_replicas: int
+    recommendation: int | None
+    """The unstabilized recommendation (None when there was no data to recommend from)."""
+    direction: Direction
+    reason: str
+    """A sentence for ``status.autoscaling.reason`` and events."""
+    degraded: bool
+    """Metrics were missing: the decision held (or only grew) instead of trusting them."""
+    history: ScaleHistory
+    load: LoadEstimate | None = None
+
+    def to_status(self) -> AutoscalingStatus:
+        """``status.autoscaling`` to write for this decision."""
+        return history_to_status(self.history, self.desired_replicas, self.reason)
+
+
+def _relearned(
+    old: tuple[float, float] | None, load: LoadEstimate | None, now: float
+) -> tuple[float, float] | None:
+    """The (time, mu) to store when this evaluation learned the throughput, else None."""
+    if load is None or load.throughput is None or not load.saturated:
+        return None
+    return (now, load.throughput)
+
+
+def _ceil(x: float) -> int:
+    return max(0, math.ceil(x - _EPS))
+
+
+#: A queue is work too: the replicas planned also clear it within this long.
+DRAIN_SECONDS = 120.0
+#: Weight of each new observation of a full replica's throughput (once one is known).
+LEARNING_RATE = 0.2
+#: Scale-down plans this much below the targets (scale-up at them): the hysteresis that keeps a
+#: noisy load at a threshold from flapping however many replicas (one replica is 3% of 34)
+#: and a one-minute rate's noise from undoing a scale-down.
+DOWN_TOLERANCE = 0.15
+
+
+def estimate_load(
+    config: PolicyConfig,
+    samples: Sequence[ReplicaSample],
+    ready: int,
+    gateway_waiting: int = 0,
+    arrival_rate: float | None = None,
+    learned_throughput: float | None = None,
+) -> LoadEstimate:
+    """The load model over ``samples`` (extrapolated to ``ready`` replicas when some lack one)."""
+    ceiling = config.kv_cache_usage_ceiling
+    target = config.target_queue_depth
+    queueing = [s for s in samples if s.waiting > target]
+    rates = [s.completion_rate for s in samples if s.completion_rate is not None]
+    # A replica queueing beyond the target is full: what it completes is what a full replica
+    # does. The median, so a replica that just became ready (queued by the balancer, barely
+    # completing yet) does not drag it down.
+    seen = sorted(s.completion_rate for s in queueing if s.completion_rate)
+    learned_now = seen[len(seen) // 2] if seen else None
+    if learned_now is not None and learned_throughput is not None:
+        # Smoothed: a rate window that began before the queue did reads low for a while.
+        learned_now = (1 - LEARNING_RATE) * learned_throughput + LEARNING_RATE * learned_now
+    throughput = learned_now or learned_throughput
+    capacity_known = throughput is not None or not rates
+
+    fulls: list[float] = []
+    running = waiting = kv_total = 0.0
+    kv_count = 0
+    for s in samples:
+        full = float(config.max_num_seqs)
+        if s.kv_cache_usage is not None:
+            kv_total += s.kv_cache_usage
+            kv_count += 1
+            if s.kv_cache_usage > 0 and s.running > 0:
+                full = min(full, s.running / s.kv_cache_usage)
+        fulls.append(max(1.0, full))
+        running += s.running
+        waiting += s.waiting
+    scale = ready / len(samples) if samples and ready > len(samples) else 1.0
+    kv_scale = ready / kv_count if kv_count and ready > kv_count else 1.0
+    full_mean = sum(fulls) / len(fulls) if fulls else float(config.max_num_seqs)
+    load = (running + waiting) * scale + gateway_waiting
+    waiting_total = waiting * scale + gateway_waiting
+    kv_total *= kv_scale
+    if arrival_rate is None and samples and len(rates) == len(samples):
+        arrival_rate = sum(rates) * scale
+    queue_over = ready > 0 and waiting * scale / ready > target
+
+    utilization = config.target_utilization
+
+    def fewest(slack: float) -> int:
+        """Replicas to stay ``slack`` (1 = none) under the ceiling and the utilization target."""
+        level = ceiling * slack
+        n = max(_ceil(load / (level * full_mean)), _ceil(kv_total / level))
+        if arrival_rate is not None and throughput:
+            need = arrival_rate + waiting_total / DRAIN_SECONDS
+            n = max(n, _ceil(need / (utilization * slack * throughput)))
+        return n
+
+    n_rate = None
+    if arrival_rate is not None and throughput:
+        need = arrival_rate + waiting_total / DRAIN_SECONDS
+        n_rate = _ceil(need / (utilization * throughput))
+    n_fit = fewest(1.0)
+    if queue_over:  # the ready replicas are full: at least one more, whatever the model says
+        n_fit = max(n_fit, ready + 1)
+    return LoadEstimate(
+        load=load,
+        waiting=waiting_total,
+        arrival_rate=arrival_rate,
+        full=full_mean,
+        throughput=throughput,
+        kv_total=kv_total,
+        n_conc=_ceil(load / (ceiling * full_mean)),
+        n_kv=_ceil(kv_total / ceiling),
+        n_rate=n_rate,
+        n_fit=n_fit,
+        n_down=n_fit if queue_over else max(n_fit, fewest(1 - DOWN_TOLERANCE)),
+        idle=load == 0 and arrival_rate == 0,
+        saturated=learned_now is not None,
+        queue_over=queue_over,
+        capacity_known=capacity_known,
+    )
+
+
+def decide(config: PolicyConfig, inputs: ScalingInputs) -> ScaleDecision:
+    """One evaluation: the desired replica count, why, and the history to persist."""
+    now = inputs.now
+    current = inputs.current
+    up, down = config.scale_up, config.scale_down
+    lo, hi = config.min_replicas, config.max_replicas
+    samples = inputs.samples
+
+    def finish(
+        desired: int,
+        rec: int | None,
+        reason: str,
+        degraded: bool,
+        load: LoadEstimate | None,
+        recorded: int | None = None,
+    ) -> ScaleDecision:
+        clamped = min(max(desired, lo), hi)
+        if clamped != desired:
+            bound = "minReplicas" if clamped == lo else "maxReplicas"
+            reason = f"{reason}; held within {bound} {clamped}"
+        change = clamped - current
+        history = inputs.history.record(
+            now,
+            rec if recorded is None else recorded,
+            change,
+            up_window=up.stabilization_window_seconds,
+            down_window=down.stabilization_window_seconds,
+            event_horizon=max(up.period_seconds, down.period_seconds),
+            throughput=_relearned(inputs.history.throughput, load, now),
+        )
+        direction: Direction = "up" if change > 0 else "down" if change < 0 else "hold"
+        return ScaleDecision(clamped, rec, direction, reason, degraded, history, load)
+
+    # -- no data: hold -----------------------------------------------------------------------
+    if inputs.ready > 0 and not samples:
+        why = "the metrics source is unavailable" if samples is None else "no ready replica "
+        if samples is not None:
+            why += "reported metrics"
+        return finish(
+            current,
+            None,
+            f"holding {current} replicas: {why}; never scaling down without data",
+            True,
+            None,
+        )
+
+    present = samples or ()
+    history = inputs.history
+    load = estimate_load(
+        config,
+        present,
+        inputs.ready,
+        inputs.gateway_waiting,
+        inputs.arrival_rate,
+        history.throughput[1] if history.throughput else None,
+    )
+    partial = 0 < len(present) < inputs.ready
+    waiting_loading = inputs.ready == 0 and current > 0
+
+    # -- the unstabilized recommendation -------------------------------------------------------
+    # Over the targets: go to where they hold. Fits on fewer with room to spare: go there.
+    # Between the two: stay (hysteresis).
+    if load.n_fit > current:
+        rec = load.n_fit
+    elif load.n_down < current and (load.capacity_known or load.idle):
+        rec = load.n_down
+    else:
+        rec = current
+    if current == 0:  # activation needs evidence of demand; unknown arrivals are not demand
+        floor = 1 if load.load > 0 or (inputs.arrival_rate or 0) > 0 else 0
+    else:  # scale to zero needs proof of idleness; unknown arrivals are not proof
+        floor = 0 if load.idle else 1
+    rec = min(max(rec, floor, lo), hi)
+    if partial or waiting_loading:
+        rec = max(rec, min(current, hi))
+
+    # -- stabilization (HPA semantics) ---------------------------------------------------------
+    # Scale-down follows the highest recommendation of its window. With no recommendation in
+    # the window (first evaluation, a restart after a long outage, data just back) the window
+    # starts now: this evaluation counts as recommending at least the current count, so the
+    # first scale-down comes one full window later, never from a single sample.
+    recent_down = inputs.history.recommendations_since(now - down.stabilization_window_seconds)
+    recorded = rec
+    if not recent_down and down.stabilization_window_seconds > 0 and current > rec:
+        recorded = min(current, hi)
+    up_bound = min(
+        [rec, *inputs.history.recommendations_since(now - up.stabilization_window_seconds)]
+    )
+    down_bound = max([recorded, *recent_down])
+    target = current
+    if target < up_bound:
+        target = up_bound
+    if target > down_bound:
+        target = down_bound
+
+    # -- rate limits ---------------------------------------------------------------------------
+    desired = target
+    limited = False
+    if target > current and current > 0:
+        added, removed = inputs.history.changes_since(now - up.period_seconds)
+        limit = max(current - added + removed + up.max_replicas_per_period, current)
+        if target > limit:
+            desired, limited = limit, True
+    elif target < current:
+        added, removed = inputs.history.changes_since(now - down.period_seconds)
+        limit = min(current - added + removed - down.max_replicas_per_period, current)
+        if target < limit:
+            desired, limited = limit, True
+
+    reason = _reason(config, inputs, load, rec, target, desired, limited, partial)
+    return finish(desired, rec, reason, partial, load, recorded)
+
+
+def _reason(
+    config: PolicyConfig,
+    inputs: ScalingInputs,
+    load: LoadEstimate,
+    rec: int,
+    target: int,
+    desired: int,
+    limited: bool,
+    partial: bool,
+) -> str:
+    current, ready, loading = inputs.current, inputs.ready, inputs.loading
+    up, down = config.scale_up, config.scale_down
+    ceiling = config.kv_cache_usage_ceiling
+    per_ready = load.waiting / ready if ready else load.waiting
+    kv_mean = load.kv_total / ready if ready else 0.0
+    replicas = "replica" if ready == 1 else "replicas"
+    situation = (
+        f"{load.waiting:g} waiting over {ready} ready {replicas} ({per_ready:.1f} each, "
+        f"target {config.target_queue_depth:g}), KV {kv_mean:.0%} (ceiling {ceiling:.0%})"
+    )
+    if load.arrival_rate is not None and load.throughput:
+        situation += (
+            f", {load.arrival_rate:.3g} req/s arriving for replicas that complete "
+            f"{load.throughput:.3g} req/s when full"
+        )
+    fit = f"{load.n_fit} replica{'' if load.n_fit == 1 else 's'} carry it within the targets"
+    fit_down = (
+        f"{load.n_down} replica{'' if load.n_down == 1 else 's'} would carry it with "
+        f"{DOWN_TOLERANCE:.0%} to spare"
+    )
+    note = "; some ready replicas sent no metrics, so not scaling down" if partial else ""
+    if current == 0 and desired > 0 and (inputs.gateway_waiting or inputs.arrival_rate):
+        return (
+            f"activating 0 -> {desired}: {inputs.gateway_waiting} request(s) waiting, "
+            f"{inputs.arrival_rate or 0:.2g}/s arriving while scaled to zero"
+        )
+    if desired > current:
+        if current == 0:
+            return f"scale up 0 -> {desired}: minReplicas"
+        kv_only = load.n_kv > current >= (load.n_rate or 0) and not load.queue_over
+        why = f"KV usage {kv_mean:.0%} above the ceiling {ceiling:.0%}" if kv_only else situation
+        text = f"scale up {current} -> {desired}: {why}; {fit}"
+        if loading:
+            text += f" (the {loading} loading already counted)"
+        if limited:
+            text += (
+                f"; rate-limited from {target} (at most {up.max_replicas_per_period} "
+                f"per {up.period_seconds}s)"
+            )
+        if load.n_fit > config.max_replicas:
+            text += f"; capped by maxReplicas {config.max_replicas}"
+        return text + note
+    if desired < current:
+        if rec == 0:
+            text = f"scale down {current} -> {desired}: idle (nothing running, waiting or arriving)"
+        else:
+            text = f"scale down {current} -> {desired}: {fit_down}"
+        if target < desired:
+            text += f" (at most {down.max_replicas_per_period} per {down.period_seconds}s)"
+        return text
+    # hold
+    if ready == 0 and current > 0:
+        return f"holding {current}: waiting for replicas to load"
+    if rec > current:
+        if limited:
+            return f"holding {current}: scale-up rate limit reached; {situation}{note}"
+        return (
+            f"holding {current}: {rec} recommended, waiting for the scale-up stabilization "
+            f"window ({up.stabilization_window_seconds}s) to agree; {situation}{note}"
+        )
+    if rec < current:
+        if limited:
+            return f"holding {current}: scale-down rate limit reached; {fit_down}"
+        return (
+            f"holding {current}: {fit_down}, but the last {down.stabilization_window_seconds}s "
+            f"recommended up to {target}"
+        )
+    if loading and (load.queue_over or load.n_fit > ready):
+        return f"holding {current}: {situation}; the {loading} loading cover it{note}"
+    if load.n_down < current and not load.capacity_known and not load.idle:
+        return (
+            f"holding {current}: {situation}; not scaling down before a full replica's "
+            "throughput is known (learned when replicas queue beyond the target)"
+        )
+    return f"holding {current}: {situation}{note}"
