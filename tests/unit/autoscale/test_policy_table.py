@@ -1,0 +1,440 @@
+"""Worked examples of the autoscaling policy: each row spells out the arithmetic.
+
+Unless a row says otherwise: ``max_num_seqs`` 64 (so the default target queue depth is
+64 // 8 = 8), KV ceiling 0.9, target utilization 0.8 of a full replica's throughput, bounds
+1..10, scale-up without delay at most 4 per 60 s, scale-down after 300 s at most 1 per 60 s,
+and a scale-down plans 15% under the targets (0.8 x 0.85 = 0.68 of the throughput, 0.9 x
+0.85 = 0.765 of slots and KV).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import pytest
+
+from llmservice_operator.api.spec import ScalingBehavior, ScalingSpec
+from llmservice_operator.autoscale import (
+    PolicyConfig,
+    ReplicaSample,
+    ScaleHistory,
+    ScalingInputs,
+    decide,
+    default_target_queue_depth,
+    estimate_load,
+    resolve_target_queue_depth,
+)
+
+CONFIG = PolicyConfig(min_replicas=1, max_replicas=10, max_num_seqs=64, target_queue_depth=8)
+S = ReplicaSample
+
+
+def inputs(
+    ready: int,
+    sample: ReplicaSample | None,
+    *,
+    loading: int = 0,
+    current: int | None = None,
+    now: float = 1000.0,
+    history: ScaleHistory | None = None,
+    **kw: object,
+) -> ScalingInputs:
+    return ScalingInputs(
+        now=now,
+        ready=ready,
+        loading=loading,
+        current=ready + loading if current is None else current,
+        samples=None if sample is None else [sample] * ready,
+        history=history or ScaleHistory(),
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+def learned(mu: float, at: float = 0.0) -> ScaleHistory:
+    return ScaleHistory(throughput=(at, mu))
+
+
+@dataclass(frozen=True)
+class Row:
+    name: str
+    arithmetic: str
+    inputs: ScalingInputs
+    desired: int
+    config: PolicyConfig = CONFIG
+    reason_has: str = ""
+
+
+ROWS = [
+    Row(
+        "queue above the target scales up to where it drains",
+        "F = min(64 slots, 64/0.5 = 128 KV, 64 running while queueing) = 64; D = 2 x (64 + 40) "
+        "= 208; n_target = ceil(208 / (64 + 8)) = 3 > 2 ready; n_fit = ceil(208 / (0.9 x 64)) = "
+        "ceil(3.61) = 4",
+        inputs(2, S(waiting=40, running=64, kv_cache_usage=0.5)),
+        4,
+        reason_has="scale up 2 -> 4: 80 waiting over 2 ready replicas (40.0 each, target 8)",
+    ),
+    Row(
+        "replicas already loading are not added again",
+        "the same load needs 4; 2 ready + 2 loading = 4 already desired: nothing to add",
+        inputs(2, S(waiting=40, running=64, kv_cache_usage=0.5), loading=2),
+        4,
+        reason_has="the 2 loading cover it",
+    ),
+    Row(
+        "only the missing part is added when some are loading",
+        "needs 4; 2 ready + 1 loading = 3: add 1",
+        inputs(2, S(waiting=40, running=64, kv_cache_usage=0.5), loading=1),
+        4,
+        reason_has="(the 1 loading already counted)",
+    ),
+    Row(
+        "KV usage above the ceiling scales up before any queue",
+        "no queue; n_kv = ceil(2 x 0.95 / 0.9) = ceil(2.11) = 3; F = min(64, 40/0.95 = 42.1); "
+        "n_conc = ceil(80 / (0.9 x 42.1)) = 3",
+        inputs(2, S(waiting=0, running=40, kv_cache_usage=0.95)),
+        3,
+        reason_has="KV usage 95% above the ceiling 90%",
+    ),
+    Row(
+        "arrival rate beyond the learned throughput scales up with no queue yet",
+        "mu = 4 req/s learned; n_rate = ceil(30 / (0.8 x 4)) = ceil(9.4) = 10 > 8 ready; "
+        "D = 8 x 20 = 160 alone would need only ceil(160 / (0.9 x 64)) = 3",
+        inputs(
+            8, S(waiting=0, running=20, kv_cache_usage=0.2), arrival_rate=30.0, history=learned(4.0)
+        ),
+        10,
+        reason_has="30 req/s arriving for replicas that complete 4 req/s when full",
+    ),
+    Row(
+        "a steady load between the thresholds holds (hysteresis)",
+        "up needs n_rate = ceil(17 / (0.8 x 4)) = ceil(5.3) = 6 > 6: no; down needs "
+        "ceil(17 / (0.68 x 4)) = ceil(6.25) = 7 < 6: no",
+        inputs(
+            6, S(waiting=0, running=20, kv_cache_usage=0.2), arrival_rate=17.0, history=learned(4.0)
+        ),
+        6,
+        reason_has="holding 6",
+    ),
+    Row(
+        "the first scale-down waits for a whole window (an empty window starts now)",
+        "a scale-down plans 15% under: ceil(10 / (0.68 x 4)) = ceil(3.68) = 4 for the rate, "
+        "ceil(120 / (0.765 x 64)) = 3 for slots: fits 4, but no recommendation in the last "
+        "300 s: this one counts as 6",
+        inputs(
+            6, S(waiting=0, running=20, kv_cache_usage=0.2), arrival_rate=10.0, history=learned(4.0)
+        ),
+        6,
+        reason_has="recommended up to 6",
+    ),
+    Row(
+        "after the window the scale-down goes one replica per minute",
+        "fits 4 (as above); the last 300 s recommended at most 3 (310 s ago: 6, outside): "
+        "toward 4, 6 -> 5 (1 per 60 s)",
+        inputs(
+            6,
+            S(waiting=0, running=20, kv_cache_usage=0.2),
+            arrival_rate=10.0,
+            history=ScaleHistory(
+                recommendations=((690.0, 6), (800.0, 3), (985.0, 3)), throughput=(0.0, 4.0)
+            ),
+        ),
+        5,
+        reason_has="scale down 6 -> 5: 4 replicas would carry it with 15% to spare",
+    ),
+    Row(
+        "a scale-down within the period waits",
+        "one replica went 30 s ago: the period (60 s) allows no more",
+        inputs(
+            5,
+            S(waiting=0, running=24, kv_cache_usage=0.24),
+            arrival_rate=10.0,
+            history=ScaleHistory(
+                recommendations=((600.0, 3), (970.0, 3)),
+                events=((970.0, -1),),
+                throughput=(0.0, 4.0),
+            ),
+        ),
+        5,
+        reason_has="scale-down rate limit reached",
+    ),
+    Row(
+        "scale-up is rate-limited to 4 per minute",
+        "D = 2 x (64 + 200) = 528; n_fit = ceil(528 / 57.6) = 10; 2 + 4 = 6 allowed",
+        inputs(2, S(waiting=200, running=64, kv_cache_usage=0.6)),
+        6,
+        reason_has="rate-limited from 10",
+    ),
+    Row(
+        "replicas added earlier in the period count against the limit",
+        "3 added 20 s ago from 2: period start 2, limit 2 + 4 = 6",
+        inputs(
+            5,
+            S(waiting=200, running=64, kv_cache_usage=0.6),
+            history=ScaleHistory(events=((980.0, 3),)),
+        ),
+        6,
+    ),
+    Row(
+        "maxReplicas caps the answer",
+        "n_rate = ceil((100 + 240 waiting / 120 s) / (0.8 x 4)) = ceil(31.9) = 32 > max 10",
+        inputs(
+            8,
+            S(waiting=30, running=64, kv_cache_usage=0.7),
+            arrival_rate=100.0,
+            history=learned(4.0),
+        ),
+        10,
+        reason_has="capped by maxReplicas 10",
+    ),
+    Row(
+        "minReplicas holds a floor even when idle",
+        "nothing runs: n_fit = 0, but min 2",
+        inputs(2, S(waiting=0, running=0, kv_cache_usage=0.0), arrival_rate=0.0),
+        2,
+        config=replace(CONFIG, min_replicas=2),
+    ),
+    Row(
+        "no metrics at all: hold, degraded",
+        "the metrics source is down: nothing is known, nothing changes",
+        inputs(4, None),
+        4,
+        reason_has="never scaling down without data",
+    ),
+    Row(
+        "metrics from some replicas: no scale-down",
+        "2 of 4 ready report a light load that fits 1, but 2 are silent: hold 4",
+        replace(
+            inputs(
+                4,
+                S(waiting=0, running=2, kv_cache_usage=0.02),
+                arrival_rate=1.0,
+                history=learned(4.0),
+            ),
+            samples=[S(waiting=0, running=2, kv_cache_usage=0.02)] * 2,
+        ),
+        4,
+        reason_has="some ready replicas sent no metrics",
+    ),
+    Row(
+        "metrics from some replicas may still scale up",
+        "2 of 3 report 40 waiting each: extrapolated D = 3 x 104 = 312; n_fit = ceil(312 / "
+        "57.6) = 6",
+        replace(
+            inputs(3, S(waiting=40, running=64, kv_cache_usage=0.5)),
+            samples=[S(waiting=40, running=64, kv_cache_usage=0.5)] * 2,
+        ),
+        6,
+        reason_has="scale up 3 -> 6",
+    ),
+    Row(
+        "scale to zero once idle for the whole window",
+        "nothing runs, waits or arrives; the window holds only 0s (and none older)",
+        inputs(
+            1,
+            S(waiting=0, running=0, kv_cache_usage=0.0),
+            arrival_rate=0.0,
+            history=ScaleHistory(recommendations=((710.0, 0), (990.0, 0))),
+        ),
+        0,
+        config=replace(CONFIG, min_replicas=0),
+        reason_has="idle",
+    ),
+    Row(
+        "an unknown arrival rate is no proof of idleness",
+        "nothing runs, but arrivals are not measured: keep 1",
+        inputs(
+            1,
+            S(waiting=0, running=0, kv_cache_usage=0.0),
+            history=ScaleHistory(recommendations=((710.0, 0), (990.0, 0))),
+        ),
+        1,
+        config=replace(CONFIG, min_replicas=0),
+    ),
+    Row(
+        "activation: a request arriving at zero replicas starts one",
+        "0 replicas, 0.2 req/s arriving: 1",
+        inputs(0, None, arrival_rate=0.2),
+        1,
+        config=replace(CONFIG, min_replicas=0),
+        reason_has="activating 0 -> 1",
+    ),
+    Row(
+        "activation sized by what waits upstream",
+        "300 requests at the gateway: n_conc = ceil(300 / (0.9 x 64)) = ceil(5.2) = 6",
+        inputs(0, None, gateway_waiting=300),
+        6,
+        config=replace(CONFIG, min_replicas=0),
+        reason_has="activating 0 -> 6: 300 request(s) waiting",
+    ),
+    Row(
+        "zero stays zero without demand",
+        "nothing waits upstream, nothing arrives",
+        inputs(0, None, arrival_rate=0.0),
+        0,
+        config=replace(CONFIG, min_replicas=0),
+    ),
+    Row(
+        "nothing ready yet: wait for the loading replicas",
+        "3 desired, none ready, no metrics to go by: hold",
+        inputs(0, None, loading=3),
+        3,
+        reason_has="waiting for replicas to load",
+    ),
+]
+
+
+@pytest.mark.parametrize("row", ROWS, ids=[r.name for r in ROWS])
+def test_worked_example(row: Row) -> None:
+    decision = decide(row.config, row.inputs)
+    assert decision.desired_replicas == row.desired, (row.arithmetic, decision.reason)
+    assert row.reason_has in decision.reason, decision.reason
+
+
+def test_missing_metrics_is_flagged_degraded() -> None:
+    assert decide(CONFIG, inputs(4, None)).degraded
+    partial = replace(inputs(4, S(0, 2, 0.02)), samples=[S(0, 2, 0.02)])
+    assert decide(CONFIG, partial).degraded
+    assert not decide(CONFIG, inputs(4, S(0, 2, 0.02))).degraded
+
+
+def test_throughput_is_learned_from_the_queueing_replicas() -> None:
+    """mu = the median completion rate of the replicas queueing beyond the target (the upper
+    one of two: a replica that just became ready completes little yet)."""
+    samples = [
+        S(waiting=20, running=60, kv_cache_usage=0.5, completion_rate=3.0),
+        S(waiting=30, running=60, kv_cache_usage=0.5, completion_rate=4.0),
+        S(waiting=0, running=5, kv_cache_usage=0.05, completion_rate=0.5),
+    ]
+    decision = decide(CONFIG, replace(inputs(3, None), samples=samples))
+    assert decision.history.throughput == (1000.0, 4.0)
+    assert decision.load is not None and decision.load.saturated
+
+
+def test_throughput_is_smoothed_once_known() -> None:
+    """A new observation moves a known throughput by a fifth of the difference: a rate window
+    that started before the queue reads low for a while."""
+    samples = [S(waiting=20, running=60, kv_cache_usage=0.5, completion_rate=3.0)] * 2
+    decision = decide(CONFIG, replace(inputs(2, None), samples=samples, history=learned(4.0)))
+    assert decision.history.throughput == (1000.0, pytest.approx(3.8))
+
+
+def test_no_replica_queueing_learns_nothing() -> None:
+    decision = decide(
+        CONFIG, inputs(2, S(0, 10, 0.1, completion_rate=1.0), history=learned(4.0, at=5.0))
+    )
+    assert decision.history.throughput == (5.0, 4.0)
+
+
+def test_no_scale_down_before_the_throughput_is_known() -> None:
+    """Completions are measured but no replica ever queued: the capacity to simulate the
+    smaller fleet against is unknown, so the fleet holds (a new service learns it at its
+    first saturation)."""
+    decision = decide(
+        CONFIG,
+        inputs(
+            6,
+            S(0, 2, 0.02, completion_rate=0.5),
+            history=ScaleHistory(recommendations=((710.0, 1), (990.0, 1))),
+        ),
+    )
+    assert decision.desired_replicas == 6
+    assert "not scaling down before a full replica's throughput is known" in decision.reason
+
+
+def test_arrival_rate_falls_back_to_completions() -> None:
+    """Without a gateway rate, the replicas' completions are the arrival rate (steady state)."""
+    load = estimate_load(
+        CONFIG, [S(0, 20, 0.2, completion_rate=2.5)] * 4, ready=4, learned_throughput=2.0
+    )
+    assert load.arrival_rate == 10.0
+    assert load.n_rate == 7  # ceil(10 / (0.8 x 2)) = ceil(6.25)
+
+
+def test_a_queue_adds_replicas_to_drain_it() -> None:
+    """n_rate = ceil((lambda + W / 120 s) / (0.8 mu)) = ceil((10 + 720 / 120) / 3.2) = 5."""
+    load = estimate_load(
+        CONFIG,
+        [S(waiting=240, running=64, kv_cache_usage=0.5)] * 3,
+        ready=3,
+        arrival_rate=10.0,
+        learned_throughput=4.0,
+    )
+    assert load.n_rate == 5
+
+
+def test_the_window_keeps_the_highest_recommendation() -> None:
+    """A 4 recommended 100 s ago holds a scale-down from 6 at 4, not 3."""
+    history = ScaleHistory(recommendations=((600.0, 6), (900.0, 4), (985.0, 3)))
+    decision = decide(
+        CONFIG,
+        inputs(6, S(0, 20, 0.2), arrival_rate=10.0, history=replace(history, throughput=(0, 4))),
+    )
+    assert decision.desired_replicas == 5  # toward 4, one per minute
+
+
+def test_scale_up_stabilization_window_delays_a_scale_up() -> None:
+    """With a 60 s scale-up window, the lowest recommendation of the last minute rules."""
+    config = replace(CONFIG, scale_up=ScalingBehavior(stabilization_window_seconds=60))
+    history = ScaleHistory(recommendations=((950.0, 2),))
+    decision = decide(config, inputs(2, S(40, 64, 0.5), history=history))
+    assert decision.desired_replicas == 2
+    assert "stabilization window" in decision.reason
+
+
+def test_bounds_changed_below_the_current_count_apply_at_once() -> None:
+    decision = decide(replace(CONFIG, max_replicas=3), inputs(5, None))
+    assert decision.desired_replicas == 3
+
+
+def test_decision_history_records_the_recommendation_and_the_event() -> None:
+    decision = decide(CONFIG, inputs(2, S(waiting=40, running=64, kv_cache_usage=0.5)))
+    assert decision.recommendation == 4
+    assert decision.direction == "up"
+    assert decision.history.recommendations[-1] == (1000.0, 4)
+    assert decision.history.events == ((1000.0, 2),)
+    assert decision.history.last_scale_up_time == 1000.0
+    status = decision.to_status()
+    assert status.desired_replicas == 4
+    assert status.recommendations == ["1000=4", "1000=+2"]
+    assert status.last_scale_up_time == "1970-01-01T00:16:40Z"
+
+
+def test_default_target_queue_depth_is_an_eighth_of_the_batch() -> None:
+    assert default_target_queue_depth(256) == 32.0
+    assert default_target_queue_depth(114) == 14.0
+    assert default_target_queue_depth(4) == 1.0  # never below one
+    assert resolve_target_queue_depth(5.0, 256) == 5.0
+    assert resolve_target_queue_depth(None, 256) == 32.0
+
+
+def test_config_from_spec_mirrors_scaling_spec() -> None:
+    spec = ScalingSpec(min_replicas=2, max_replicas=8, kv_cache_usage_ceiling=0.8)
+    config = PolicyConfig.from_spec(spec, max_num_seqs=128)
+    assert (config.min_replicas, config.max_replicas) == (2, 8)
+    assert config.target_queue_depth == 16.0
+    assert config.kv_cache_usage_ceiling == 0.8
+    assert config.scale_down.stabilization_window_seconds == 300
+    assert config.scale_up == spec.scale_up
+    assert config.target_utilization == 0.8
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"waiting": -1, "running": 0}, "waiting"),
+        ({"waiting": 0, "running": float("nan")}, "running"),
+        ({"waiting": 0, "running": 0, "kv_cache_usage": 1.5}, "kv_cache_usage"),
+        ({"waiting": 0, "running": 0, "completion_rate": -2.0}, "completion_rate"),
+    ],
+)
+def test_bad_samples_are_rejected(kwargs: dict[str, float], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        ReplicaSample(**kwargs)
+
+
+def test_bad_config_is_rejected() -> None:
+    with pytest.raises(ValueError, match="min_replicas"):
+        PolicyConfig(min_replicas=3, max_replicas=2, max_num_seqs=8, target_queue_depth=1)
+    with pytest.raises(ValueError, match="target_queue_depth"):
+        PolicyConfig(min_replicas=0, max_replicas=2, max_num_seqs=8, target_queue_depth=0)
