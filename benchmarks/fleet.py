@@ -1,0 +1,314 @@
+"""A discrete-event simulation of a vLLM fleet: replicas, a router, Prometheus, a scaler.
+
+Every replica is the simulator's own engine model (:class:`llmservice_operator.sim.engine.Engine`,
+pure, driven by ``now``), so hours of traffic run in seconds. Around the engines:
+
+* **Replicas** are created by the scaler, serve only after a GPU start-up / model-load delay
+  (drawn per replica from a seeded sequence shared by every policy), and on scale-down stop
+  taking requests and finish what they hold before their GPUs are released. Not-ready
+  replicas go first, as a ReplicaSet deletes them first.
+* **The router** sends each request to the ready replica with the fewest requests in flight
+  (running + waiting: a least-request balancer); with no ready replica the request waits at
+  the gateway and is sent on when one becomes ready (its TTFT counts the wait).
+* **Prometheus** scrapes every ready replica's ``num_requests_waiting`` /
+  ``num_requests_running`` / ``kv_cache_usage_perc`` / ``request_success_total`` and the
+  gateway's pending and arrived counts every ``scrape_interval`` seconds; rates are over the
+  last minute of scrapes (``rate(...[1m])``); scalers see only the last scrape.
+* **The scaler** (:class:`Scaler`) runs every ``interval`` seconds and returns the desired
+  replica count.
+
+GPU-hours count every replica from creation (loading included) to release, over the trace's
+duration. Requests still in flight when the trace ends are finished (scalers keep running) so
+that their TTFT counts.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from llmservice_operator.autoscale import ReplicaSample
+from llmservice_operator.sim.engine import Engine
+from llmservice_operator.sim.profile import EngineProfile
+
+__all__ = ["FleetResult", "FleetView", "Request", "Scaler", "simulate_fleet"]
+
+
+@dataclass(frozen=True)
+class Request:
+    time: float
+    prompt_tokens: int
+    output_tokens: int
+
+
+@dataclass(frozen=True)
+class FleetView:
+    """What a scaler sees at one evaluation."""
+
+    now: float
+    desired: int
+    """Replicas the scaler asked for last (ready + loading; draining ones excluded)."""
+    ready: int
+    loading: int
+    samples: tuple[ReplicaSample, ...]
+    """Last scrape of the replicas that are ready now (a replica ready since then has none)."""
+    scraped: bool
+    """False until the first scrape (Prometheus "down" before it)."""
+    gateway_waiting: int
+    """Requests held at the gateway at the last scrape."""
+    arrival_rate: float | None
+    """Requests/s that reached the gateway over the minute before the last scrape."""
+
+
+class Scaler(Protocol):
+    name: str
+    interval: float
+
+    def evaluate(self, view: FleetView) -> int: ...
+
+
+@dataclass
+class _Replica:
+    rid: int
+    engine: Engine
+    created: float
+    ready_at: float
+    state: str = "loading"  # loading | ready | draining | gone
+    released: float | None = None
+    scheduled: bool = False
+    completed: int = 0
+    scrapes: list[tuple[float, int]] = field(default_factory=list)
+
+    @property
+    def outstanding(self) -> int:
+        return self.engine.num_running + self.engine.num_waiting
+
+
+@dataclass
+class FleetResult:
+    scaler: str
+    duration_s: float
+    ttft: list[float] = field(default_factory=list)
+    gpu_seconds: float = 0.0
+    replica_timeline: list[tuple[float, int]] = field(default_factory=list)
+    unfinished: int = 0
+
+    def slo_attainment(self, ttft_slo_s: float) -> float:
+        total = len(self.ttft) + self.unfinished
+        return sum(1 for t in self.ttft if t <= ttft_slo_s) / total if total else 1.0
+
+    def ttft_percentile(self, q: float) -> float:
+        if not self.ttft:
+            return float("nan")
+        ordered = sorted(self.ttft)
+        return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+    def max_replicas(self) -> int:
+        return max((n for _, n in self.replica_timeline), default=0)
+
+
+_ARRIVAL, _READY, _STEP, _SCRAPE, _EVAL = range(5)
+
+
+def simulate_fleet(
+    requests: Sequence[Request],
+    duration_s: float,
+    scaler: Scaler,
+    profile: EngineProfile,
+    *,
+    initial_replicas: int,
+    startup_delays: Callable[[int], float],
+    gpus_per_replica: int = 1,
+    scrape_interval: float = 15.0,
+    eval_offset: float = 5.0,
+    drain_limit_s: float = 3600.0,
+    token_scale: int = 1,
+) -> FleetResult:
+    """Run ``requests`` through a fleet that ``scaler`` sizes; ``startup_delays(i)`` is the
+    load time of the i-th replica created (the same sequence for every scaler).
+
+    With ``token_scale`` k > 1 one engine step stands for k decode iterations, so the step
+    that finishes a prompt ends (k - 1) decode iterations after vLLM would have sampled the
+    first token; that much of the step's decode time is taken off each first token.
+    """
+    early = (token_scale - 1) / token_scale
+    result = FleetResult(scaler=scaler.name, duration_s=duration_s)
+    replicas: list[_Replica] = []
+    counter = itertools.count()
+    heap: list[tuple[float, int, int, int]] = []  # (time, kind, tie, replica id or 0)
+    arrival_time: dict[str, float] = {}
+    first_token: dict[str, float] = {}
+    gateway: list[tuple[str, int, int]] = []
+    created = 0
+    arrivals = 0
+    samples: dict[int, ReplicaSample] = {}
+    scraped = False
+    gateway_scraped = 0
+    arrival_scrapes: list[tuple[float, int]] = []
+    arrival_rate: float | None = None
+    end = duration_s
+
+    def push(t: float, kind: int, rid: int = 0) -> None:
+        heapq.heappush(heap, (t, kind, next(counter), rid))
+
+    def active() -> list[_Replica]:
+        return [r for r in replicas if r.state in ("loading", "ready")]
+
+    def note_count(now: float) -> None:
+        n = len(active())
+        if not result.replica_timeline or result.replica_timeline[-1][1] != n:
+            result.replica_timeline.append((now, n))
+
+    def create(now: float, ready_now: bool = False) -> None:
+        nonlocal created
+        delay = 0.0 if ready_now else startup_delays(created)
+        created += 1
+        replica = _Replica(len(replicas), Engine(profile), now, now + delay)
+        replicas.append(replica)
+        if ready_now:
+            replica.state = "ready"
+        else:
+            push(now + delay, _READY, replica.rid)
+
+    def release(replica: _Replica, now: float) -> None:
+        replica.state = "gone"
+        replica.released = now
+        samples.pop(replica.rid, None)
+
+    def dispatch(now: float, request_id: str, prompt: int, output: int) -> None:
+        ready = [r for r in replicas if r.state == "ready"]
+        if not ready:
+            gateway.append((request_id, prompt, output))
+            return
+        target = min(ready, key=lambda r: (r.outstanding, r.rid))
+        target.engine.add_request(request_id, prompt, output, now)
+        if not target.scheduled:
+            target.scheduled = True
+            push(now, _STEP, target.rid)
+
+    def apply(now: float, desired: int) -> None:
+        current = active()
+        if desired > len(current):
+            for _ in range(desired - len(current)):
+                create(now)
+        elif desired < len(current):
+            # Not-ready first (newest first), then the ready ones holding the least work.
+            order = sorted(
+                current,
+                key=lambda r: (r.state == "ready", r.outstanding, -r.created),
+            )
+            for replica in order[: len(current) - desired]:
+                if replica.state == "loading":
+                    release(replica, now)
+                else:
+                    replica.state = "draining"
+                    samples.pop(replica.rid, None)
+                    if not replica.engine.has_work():
+                        release(replica, now)
+        note_count(now)
+
+    for _ in range(initial_replicas):
+        create(0.0, ready_now=True)
+    note_count(0.0)
+    for index, req in enumerate(requests):
+        push(req.time, _ARRIVAL, index)
+    push(0.0, _SCRAPE)
+    push(eval_offset, _EVAL)
+
+    while heap:
+        now, kind, _, rid = heapq.heappop(heap)
+        if kind == _ARRIVAL:
+            req = requests[rid]
+            request_id = f"r{rid}"
+            arrival_time[request_id] = req.time
+            arrivals += 1
+            dispatch(now, request_id, req.prompt_tokens, req.output_tokens)
+        elif kind == _STEP:
+            replica = replicas[rid]
+            step = replica.engine.step(now)
+            if step is None:
+                replica.scheduled = False
+                if replica.state == "draining":
+                    release(replica, now)
+                continue
+            if step.decode_batch and early:
+                decode_s = profile.decode_step_ms(step.decode_batch, step.context_tokens) / 1e3
+                first_at = step.end - early * decode_s
+            else:
+                first_at = step.end
+            for token in step.tokens:
+                if token.index == 1:
+                    first_token[token.request_id] = first_at
+            replica.completed += len(step.finished)
+            for stats in step.finished:
+                if stats.request_id in first_token:
+                    first = first_token.pop(stats.request_id)
+                    result.ttft.append(first - arrival_time.pop(stats.request_id))
+            push(step.end, _STEP, rid)
+        elif kind == _READY:
+            replica = replicas[rid]
+            if replica.state != "loading":
+                continue
+            replica.state = "ready"
+            pending, gateway[:] = list(gateway), []
+            for request_id, prompt, output in pending:
+                dispatch(now, request_id, prompt, output)
+        elif kind == _SCRAPE:
+            scraped = True
+            samples = {}
+            for r in replicas:
+                if r.state != "ready":
+                    continue
+                r.scrapes.append((now, r.completed))
+                samples[r.rid] = ReplicaSample(
+                    waiting=r.engine.num_waiting,
+                    running=r.engine.num_running,
+                    kv_cache_usage=min(1.0, r.engine.kv_usage),
+                    completion_rate=_rate(r.scrapes, now),
+                )
+            gateway_scraped = len(gateway)
+            arrival_scrapes.append((now, arrivals))
+            arrival_rate = _rate(arrival_scrapes, now)
+            if _more_to_do(now, end, arrival_time, drain_limit_s):
+                push(now + scrape_interval, _SCRAPE)
+        elif kind == _EVAL:
+            ready = [r for r in replicas if r.state == "ready"]
+            loading = [r for r in replicas if r.state == "loading"]
+            view = FleetView(
+                now=now,
+                desired=len(ready) + len(loading),
+                ready=len(ready),
+                loading=len(loading),
+                samples=tuple(samples[r.rid] for r in ready if r.rid in samples),
+                scraped=scraped,
+                gateway_waiting=gateway_scraped,
+                arrival_rate=arrival_rate,
+            )
+            apply(now, max(0, scaler.evaluate(view)))
+            if _more_to_do(now, end, arrival_time, drain_limit_s):
+                push(now + scaler.interval, _EVAL)
+
+    result.unfinished = len(arrival_time)
+    for replica in replicas:
+        stop = replica.released if replica.released is not None else end
+        result.gpu_seconds += max(0.0, min(stop, end) - min(replica.created, end))
+    result.gpu_seconds *= gpus_per_replica
+    return result
+
+
+def _rate(scrapes: list[tuple[float, int]], now: float, window: float = 60.0) -> float | None:
+    """``rate(counter[1m])`` over the recorded scrapes (None with fewer than two)."""
+    while len(scrapes) > 2 and scrapes[1][0] <= now - window:
+        del scrapes[0]
+    if len(scrapes) < 2:
+        return None
+    (t0, c0), (t1, c1) = scrapes[0], scrapes[-1]
+    return (c1 - c0) / (t1 - t0) if t1 > t0 else None
+
+
+def _more_to_do(now: float, end: float, in_flight: dict[str, float], limit: float) -> bool:
+    """Keep ticking while the trace runs, then until every request finished (or the limit)."""
+    return now < end or (bool(in_flight) and now < end + limit)
