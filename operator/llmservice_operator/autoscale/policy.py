@@ -15,9 +15,9 @@ beyond the target queue depth, what it completes per second is what a full repli
 the current request mix: the policy *learns* that throughput ``mu`` (the median over the
 queueing replicas, smoothed once known), keeps it in the history (so in the CR status)
 across restarts, and refreshes it at every saturation. Compute-bound replicas (long prompts
-on a big model) saturate far below ``max_num_seqs``: prefill time runs out, not slots; and
-their queue stays short until they are nearly full, which is why the queue alone, read as a
-load measure, reacts late (it is the HPA's problem with this metric).
+on a big model) reach their throughput limit with batch slots to spare, and their queue stays
+short until they are nearly full: the queue alone, read as a load measure, reacts late and
+reads zero as soon as the replicas keep up (the HPA's problem with this metric).
 
 The load model
 --------------
