@@ -7,6 +7,7 @@ and which Events a person should see.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -14,15 +15,39 @@ from typing import Any
 from .api import LLMService, SpecError, parse_llmservice
 from .api.status import (
     Condition,
+    ConditionStatus,
     LLMServiceStatus,
-    RevisionRecord,
+    Phase,
     RevisionsStatus,
     SizingStatus,
 )
-from .conditions import find, rfc3339, set_condition
+from .conditions import find, set_condition
 from .planning import ServicePlan, plan_service
-from .render.labels import REVISION, selector_labels
-from .render.objects import deployment, deployment_name, pod_template, revision_hash
+from .render.labels import REVISION, SERVICE, selector_labels
+from .render.objects import (
+    deployment,
+    deployment_name,
+    http_route,
+    network_policy,
+    pod_disruption_budget,
+    pod_template,
+    revision_hash,
+    scaler,
+)
+from .render.objects import service as render_service
+from .rollout import (
+    RESUME_ANNOTATION,
+    ConditionChange,
+    DeploymentObservation,
+    QueryResult,
+    ResolvedCheck,
+    RolloutDecision,
+    RolloutInput,
+    ServiceRef,
+    SmokeResult,
+    SmokeTarget,
+    step,
+)
 from .sizing import GpuCatalog
 
 __all__ = ["Decision", "Event", "Snapshot", "decide"]
@@ -62,8 +87,14 @@ class Decision:
     delete: list[tuple[str, str, str]] = field(default_factory=list)  # apiVersion, kind, name
     #: Deployment name -> replicas to write as the autoscaler's field manager.
     scale: dict[str, int] = field(default_factory=dict)
+    #: The full status, None meaning "absent" (the reconcile turns it into a merge patch).
     status: dict[str, Any] = field(default_factory=dict)
     events: list[Event] = field(default_factory=list)
+    #: Run these analysis queries / this smoke test, then decide again with the results.
+    measure: tuple[ResolvedCheck, ...] | None = None
+    smoke: SmokeTarget | None = None
+    requeue_at: datetime | None = None
+    remove_resume_annotation: bool = False
 
 
 def referenced_secrets(body: dict[str, Any]) -> list[str]:
@@ -160,23 +191,6 @@ def _unschedulable_message(pods: list[dict[str, Any]]) -> str | None:
     return None
 
 
-def _target_replicas(service: LLMService, current: int | None) -> int:
-    scaling = service.spec.scaling
-    if scaling.mode == "manual":
-        return service.spec.replicas if service.spec.replicas is not None else scaling.min_replicas
-    base = current if current is not None else scaling.min_replicas
-    return max(scaling.min_replicas, min(scaling.max_replicas, base))
-
-
-def _wire_status(status: LLMServiceStatus, previous: dict[str, Any]) -> dict[str, Any]:
-    """Status as a merge patch: keys we no longer set are nulled so they disappear."""
-    wire = status.to_wire()
-    for key in previous:
-        if key in _STATUS_KEYS and key not in wire:
-            wire[key] = None
-    return wire
-
-
 def _invalid(snapshot: Snapshot, err: SpecError, now: datetime, generation: int | None) -> Decision:
     current = _current_status(snapshot.body)
     conditions = set_condition(
@@ -189,14 +203,52 @@ def _invalid(snapshot: Snapshot, err: SpecError, now: datetime, generation: int 
     status = current.model_copy(
         update={"conditions": conditions, "phase": "InvalidSpec", "observed_generation": generation}
     )
-    decision = Decision(status=_wire_status(status, snapshot.body.get("status") or {}))
+    decision = Decision(status=status.model_dump(by_alias=True, mode="json"))
     before = find(current.conditions, "InvalidSpec")
     if before is None or before.status != "True" or before.message != str(err):
         decision.events.append(Event("Warning", "InvalidSpec", str(err)))
     return decision
 
 
-def decide(snapshot: Snapshot, catalog: GpuCatalog, now: datetime, prometheus_url: str) -> Decision:
+def _observations(deployments: dict[str, dict[str, Any]]) -> dict[str, DeploymentObservation]:
+    return {
+        rev: DeploymentObservation(
+            replicas=int((dep.get("spec") or {}).get("replicas") or 0),
+            ready=_replicas(dep, "readyReplicas"),
+        )
+        for rev, dep in deployments.items()
+    }
+
+
+def _total_replicas(
+    service: LLMService, current: LLMServiceStatus, deployments: dict[str, dict[str, Any]]
+) -> int:
+    """Replicas the load needs now: manual count, the autoscaler's last answer, or the HPA's."""
+    scaling = service.spec.scaling
+    if scaling.mode == "manual":
+        return service.spec.replicas if service.spec.replicas is not None else scaling.min_replicas
+    if scaling.mode in ("hpa", "keda"):
+        stable = (current.revisions or RevisionsStatus()).stable
+        dep = deployments.get(stable) if stable else None
+        have = (dep or {}).get("spec", {}).get("replicas")
+        base = int(have) if have is not None else scaling.min_replicas
+    else:
+        auto = current.autoscaling
+        base = auto.desired_replicas if auto is not None else scaling.min_replicas
+    return max(scaling.min_replicas, min(scaling.max_replicas, base))
+
+
+def decide(
+    snapshot: Snapshot,
+    catalog: GpuCatalog,
+    now: datetime,
+    prometheus_url: str,
+    measurement: Mapping[str, QueryResult] | None = None,
+    smoke: SmokeResult | None = None,
+    total_replicas: int | None = None,
+) -> Decision:
+    """The whole desired state. See `rollout.step` for the measurement/smoke protocol:
+    when the decision asks to `measure` or `smoke`, the caller runs them and calls again."""
     body = snapshot.body
     generation = body.get("metadata", {}).get("generation")
     try:
@@ -207,81 +259,126 @@ def decide(snapshot: Snapshot, catalog: GpuCatalog, now: datetime, prometheus_ur
         return _invalid(snapshot, err, now, generation)
 
     current = _current_status(body)
-    decision = Decision()
-    owner = _owner_reference(body)
     template = pod_template(plan.render_input)
     revision = revision_hash(template)
     deployments = snapshot.deployments()
-    previous_revisions = current.revisions or RevisionsStatus()
-    stable = previous_revisions.stable if previous_revisions.stable in deployments else None
-    history = list(previous_revisions.history)
-
-    new_dep = deployments.get(revision)
-    stable_dep = deployments.get(stable) if stable else None
-    observed_replicas = (stable_dep or new_dep or {}).get("spec", {}).get("replicas")
-    target = _target_replicas(service, observed_replicas)
-
-    candidate: str | None = None
-    if stable is None or stable == revision:
-        stable = revision
-    else:
-        candidate = revision
-        ready = _replicas(new_dep, "readyReplicas")
-        if new_dep is not None and ready >= max(1, target):
-            history = [
-                *history,
-                RevisionRecord(revision=stable, outcome="Superseded", time=rfc3339(now)),
-            ][-10:]
-            decision.events.append(
-                Event("Normal", "Promoted", f"revision {revision} is ready; {stable} removed")
-            )
-            stable, candidate = revision, None
-
-    keep = {stable} | ({candidate} if candidate else set())
-    rendered = [o for o in plan.objects if o["kind"] != "Deployment"]
-    manual = service.spec.scaling.mode == "manual"
-    rendered.insert(
-        0, deployment(plan.render_input, template, revision, target if manual else None)
+    total = (
+        total_replicas
+        if total_replicas is not None
+        else _total_replicas(service, current, deployments)
     )
-    for obj in rendered:
-        obj["metadata"]["ownerReferences"] = [owner]
-        decision.apply.append(obj)
-    desired_names = {(o["kind"], o["metadata"]["name"]) for o in rendered}
-    desired_names |= {("Deployment", deployment_name(service.metadata.name, r)) for r in keep}
-    for (kind, name), obj in sorted(snapshot.owned.items()):
-        if (kind, name) not in desired_names:
-            decision.delete.append((obj.get("apiVersion", ""), kind, name))
-
-    if service.spec.scaling.mode == "operator":
-        for rev in keep:
-            dep = deployments.get(rev)
-            have = None if dep is None else dep.get("spec", {}).get("replicas")
-            if have != target:
-                decision.scale[deployment_name(service.metadata.name, rev)] = target
-
-    serving = [deployments.get(r) for r in keep]
+    annotations = body.get("metadata", {}).get("annotations") or {}
+    rollout = step(
+        RolloutInput(
+            spec=service.spec.rollout,
+            slo=service.spec.slo,
+            service=ServiceRef(
+                service.metadata.namespace, service.metadata.name, service.spec.engine.vllm_version
+            ),
+            revision=revision,
+            total_replicas=total,
+            deployments=_observations(deployments),
+            status=current.rollout,
+            revisions=current.revisions,
+            now=now,
+            resume_requested=RESUME_ANNOTATION in annotations,
+            measurement=measurement,
+            smoke=smoke,
+        )
+    )
+    decision = Decision(
+        measure=rollout.measure,
+        smoke=rollout.smoke,
+        requeue_at=rollout.requeue_at,
+        remove_resume_annotation=rollout.resume_consumed,
+    )
+    _desired_objects(decision, snapshot, plan, template, revision, rollout)
+    decision.events.extend(Event(e.type, e.reason, e.message) for e in rollout.events)
+    serving = [deployments.get(r) for r in rollout.replicas]
     replicas = sum(_replicas(d, "replicas") for d in serving)
     ready = sum(_replicas(d, "readyReplicas") for d in serving)
-    decision.status = _wire_status(
-        _status(
-            service, plan, current, now, generation, stable, candidate, history,
-            replicas, ready, target, _unschedulable_message(snapshot.pods), decision,
-            snapshot.missing_apis,
-        ),
-        body.get("status") or {},
-    )  # fmt: skip
+    status = _status(
+        service=service,
+        plan=plan,
+        current=current,
+        now=now,
+        generation=generation,
+        rollout=rollout,
+        replicas=replicas,
+        ready=ready,
+        target=total,
+        unschedulable=_unschedulable_message(snapshot.pods),
+        decision=decision,
+        missing_apis=snapshot.missing_apis,
+    )
+    decision.status = status.model_dump(by_alias=True, mode="json")
     return decision
 
 
+def _desired_objects(
+    decision: Decision,
+    snapshot: Snapshot,
+    plan: ServicePlan,
+    template: dict[str, Any],
+    revision: str,
+    rollout: RolloutDecision,
+) -> None:
+    """What to apply, scale and prune for this reconcile's rollout decision."""
+    inp = plan.render_input
+    service = plan.service
+    name = service.metadata.name
+    mode = service.spec.scaling.mode
+    owner = _owner_reference(snapshot.body)
+    traffic = rollout.traffic
+    stable = rollout.revisions.stable or revision
+    objects: list[dict[str, Any]] = []
+    if revision in rollout.replicas:
+        count = rollout.replicas[revision]
+        objects.append(deployment(inp, template, revision, count if mode == "manual" else None))
+    objects.append(render_service(inp, revision=traffic.active_revision))
+    if traffic.preview_revision is not None:
+        objects.append(
+            render_service(inp, name=f"{name}-preview", revision=traffic.preview_revision)
+        )
+    objects.append(pod_disruption_budget(inp))
+    policy = network_policy(inp)
+    if policy is not None:
+        objects.append(policy)
+    scale = scaler(inp, deployment_name(name, stable))
+    if scale is not None:
+        objects.append(scale)
+    route = http_route(inp, traffic.route_weights, traffic.preview_revision is not None)
+    if route is not None:
+        objects.append(route)
+    for obj in objects:
+        obj["metadata"].setdefault("labels", {})[SERVICE] = name
+        obj["metadata"]["ownerReferences"] = [owner]
+    decision.apply.extend(objects)
+
+    deployments = snapshot.deployments()
+    for rev, count in rollout.replicas.items():
+        if mode == "manual" and rev == revision:
+            continue  # the rendered object carries replicas
+        if mode in ("hpa", "keda") and rev == stable:
+            continue  # the HPA is the one writer of the stable's replicas
+        have = (deployments.get(rev) or {}).get("spec", {}).get("replicas")
+        if have != count:
+            decision.scale[deployment_name(name, rev)] = count
+    desired_names = {(o["kind"], o["metadata"]["name"]) for o in objects}
+    desired_names |= {("Deployment", deployment_name(name, r)) for r in rollout.replicas}
+    for (kind, obj_name), obj in sorted(snapshot.owned.items()):
+        if (kind, obj_name) not in desired_names:
+            decision.delete.append((obj.get("apiVersion", ""), kind, obj_name))
+
+
 def _status(
+    *,
     service: LLMService,
     plan: ServicePlan,
     current: LLMServiceStatus,
     now: datetime,
     generation: int | None,
-    stable: str,
-    candidate: str | None,
-    history: list[RevisionRecord],
+    rollout: RolloutDecision,
     replicas: int,
     ready: int,
     target: int,
@@ -291,31 +388,30 @@ def _status(
 ) -> LLMServiceStatus:
     conditions: list[Condition] = list(current.conditions)
 
-    def put(type_: str, status: Any, reason: str, message: str) -> None:
+    def put(type_: str, status: ConditionStatus, reason: str, message: str) -> None:
         nonlocal conditions
         before = find(conditions, type_)
         conditions = set_condition(conditions, type_, status, reason, message, now, generation)
-        if before is None or before.status != status or before.reason != reason:
-            if type_ == "Degraded" and status == "True":
-                decision.events.append(Event("Warning", reason, message))
-            elif type_ == "Sized" and status == "True":
-                decision.events.append(Event("Normal", "Sized", message))
-            elif type_ == "Available" and status == "True":
-                decision.events.append(Event("Normal", "Available", message))
+        changed = before is None or before.status != status or before.reason != reason
+        if changed and status == "True" and type_ in _EVENT_ON_TRUE:
+            kind = "Warning" if type_ == "Degraded" else "Normal"
+            decision.events.append(Event(kind, reason if kind == "Warning" else type_, message))
 
     put("InvalidSpec", "False", "Valid", "")
     put("Sized", "True", "Fits", plan.sizing.summary())
-    needed = max(1, min(target, service.spec.scaling.min_replicas or 1))
-    if ready >= needed:
+    needed = max(1, min(target, service.spec.scaling.min_replicas or 1)) if target else 0
+    if ready >= needed and (ready > 0 or target == 0):
         put("Available", "True", "MinimumReplicasReady", f"{ready}/{target} replicas ready")
     else:
         put("Available", "False", "ReplicasNotReady", f"{ready}/{target} replicas ready")
-    if candidate is not None:
-        put("Progressing", "True", "NewRevision", f"revision {candidate} replacing {stable}")
-    elif ready < target:
+    machine_degraded: ConditionChange | None = None
+    for change in rollout.conditions:
+        if change.type == "Degraded":
+            machine_degraded = change
+        else:
+            put(change.type, change.status, change.reason, change.message)
+    if rollout.revisions.candidate is None and ready < target:
         put("Progressing", "True", "ReplicasStarting", f"{ready}/{target} replicas ready")
-    else:
-        put("Progressing", "False", "Stable", f"revision {stable} serving")
     scaler_kind = {"hpa": "HorizontalPodAutoscaler", "keda": "ScaledObject"}.get(
         service.spec.scaling.mode
     )
@@ -329,31 +425,36 @@ def _status(
             f"scaling.mode {service.spec.scaling.mode} needs the {scaler_kind} API, which this "
             "cluster does not serve; install it or use scaling.mode operator",
         )
+    elif machine_degraded is not None:
+        put("Degraded", machine_degraded.status, machine_degraded.reason, machine_degraded.message)
     else:
         put("Degraded", "False", "AsExpected", "")
 
     degraded = find(conditions, "Degraded")
+    available = find(conditions, "Available")
+    phase: Phase
     if degraded is not None and degraded.status == "True":
         phase = "Degraded"
-    elif candidate is not None or ready < target:
-        phase = "Progressing" if ready < needed or candidate else "Available"
+    elif rollout.revisions.candidate is not None:
+        phase = "Progressing"
+    elif available is not None and available.status == "True":
+        phase = "Available"
     else:
-        phase = "Available"
-    if phase == "Progressing" and ready >= needed and candidate is None:
-        phase = "Available"
+        phase = "Progressing"
+    selector = ",".join(f"{k}={v}" for k, v in selector_labels(service.metadata.name).items())
     return current.model_copy(
         update={
             "observed_generation": generation,
             "phase": phase,
             "conditions": conditions,
             "sizing": _sizing_status(plan),
-            "revisions": RevisionsStatus(
-                stable=stable, candidate=candidate, failed=None, history=history
-            ),
+            "revisions": rollout.revisions,
+            "rollout": rollout.rollout,
             "replicas": replicas,
             "ready_replicas": ready,
-            "selector": ",".join(
-                f"{k}={v}" for k, v in selector_labels(service.metadata.name).items()
-            ),
+            "selector": selector,
         }
     )
+
+
+_EVENT_ON_TRUE = {"Degraded", "Sized", "Available"}

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 import kopf
@@ -69,12 +70,30 @@ async def _worker(state: OperatorState) -> None:
         try:
             result = await asyncio.to_thread(state.reconciler.reconcile, body)
             await asyncio.to_thread(_post_events, state.kube, body, result.events)
+            if result.updated_body is not None and _newer(
+                result.updated_body, state.bodies.get(key)
+            ):
+                state.bodies[key] = result.updated_body
+            if result.requeue_at is not None:
+                delay = (result.requeue_at - datetime.now(UTC)).total_seconds()
+                asyncio.get_running_loop().call_later(max(0.0, delay), state.enqueue, key)
         except Exception as err:  # noqa: BLE001 - one bad object must not stop the worker
             log.warning("reconcile of %s/%s failed, retrying: %s", key[0], key[1], err)
             loop = asyncio.get_running_loop()
             loop.call_later(
                 min(30.0, state.settings.reconcile_interval_seconds), state.enqueue, key
             )
+
+
+def _newer(candidate: dict[str, Any], cached: dict[str, Any] | None) -> bool:
+    """resourceVersions are opaque, but etcd's are increasing integers in practice."""
+    if cached is None:
+        return False  # deleted meanwhile: keep it deleted
+    new = candidate.get("metadata", {}).get("resourceVersion", "")
+    old = cached.get("metadata", {}).get("resourceVersion", "")
+    if new.isdigit() and old.isdigit():
+        return int(new) > int(old)
+    return False
 
 
 async def _resync(state: OperatorState) -> None:

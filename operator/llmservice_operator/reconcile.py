@@ -1,4 +1,8 @@
-"""observe -> decide -> apply -> one status patch. The only sequence with side effects."""
+"""observe -> decide (-> measure / smoke-test -> decide) -> apply -> one status patch.
+
+The only sequence with side effects. Order matters for capacity: new and scaled-up replicas
+first, then traffic (Services, HTTPRoute), then scale-downs and deletions.
+"""
 
 from __future__ import annotations
 
@@ -10,10 +14,15 @@ from typing import Any
 
 from .adapters.kube import KubeAdapter
 from .adapters.metrics import OperatorMetrics
+from .adapters.prometheus import PrometheusAdapter
+from .adapters.smoke import run_smoke
+from .api import parse_llmservice
 from .decide import Decision, Event, Snapshot, decide, referenced_secrets
+from .render.labels import REVISION
+from .rollout import RESUME_ANNOTATION, SmokeResult, SmokeTarget, judge_smoke, smoke_requests
 from .sizing import GpuCatalog
 
-__all__ = ["ReconcileResult", "Reconciler"]
+__all__ = ["ReconcileResult", "Reconciler", "merge_patch"]
 
 log = logging.getLogger(__name__)
 
@@ -24,6 +33,34 @@ class ReconcileResult:
     wrote_status: bool
     applied: int
     deleted: int
+    requeue_at: datetime | None
+    #: The object after our status write (fresher than the watch cache), if we wrote.
+    updated_body: dict[str, Any] | None = None
+
+
+def merge_patch(current: dict[str, Any], desired: dict[str, Any]) -> dict[str, Any]:
+    """The smallest JSON merge patch turning `current` into `desired` (None: absent)."""
+    patch: dict[str, Any] = {}
+    for key, want in desired.items():
+        have = current.get(key)
+        if want is None:
+            if key in current:
+                patch[key] = None
+        elif isinstance(want, dict) and isinstance(have, dict):
+            sub = merge_patch(have, want)
+            if sub:
+                patch[key] = sub
+        elif have != _without_none(want):
+            patch[key] = _without_none(want)
+    return patch
+
+
+def _without_none(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _without_none(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_without_none(v) for v in value]
+    return value
 
 
 class Reconciler:
@@ -37,6 +74,7 @@ class Reconciler:
         self._kube = kube
         self._catalog = catalog
         self._prometheus_url = prometheus_url
+        self._prometheus = PrometheusAdapter(prometheus_url)
         self._metrics = metrics
 
     def reconcile(self, body: dict[str, Any], now: datetime | None = None) -> ReconcileResult:
@@ -65,32 +103,102 @@ class Reconciler:
             missing_apis=frozenset(observed.missing_apis),
         )
         decision = decide(snapshot, self._catalog, now, self._prometheus_url)
+        if decision.measure is not None:
+            log.info(
+                "%s/%s: analysis measurement (%d checks)", namespace, name, len(decision.measure)
+            )
+            results = self._prometheus.measure(decision.measure)
+            decision = decide(
+                snapshot, self._catalog, now, self._prometheus_url, measurement=results
+            )
+        elif decision.smoke is not None:
+            result = self._smoke(body, snapshot, decision.smoke)
+            log.info(
+                "%s/%s: smoke test of %s: %s",
+                namespace,
+                name,
+                decision.smoke.revision,
+                result.message or ("passed" if result.passed else "failed"),
+            )
+            decision = decide(snapshot, self._catalog, now, self._prometheus_url, smoke=result)
         applied = self._apply(decision, namespace, observed.missing_apis)
-        for api_version, kind, obj_name in decision.delete:
-            log.info("pruning %s %s/%s", kind, namespace, obj_name)
-            self._kube.delete(api_version, kind, namespace, obj_name)
-        for dep_name, replicas in decision.scale.items():
-            log.info("scaling %s/%s to %d", namespace, dep_name, replicas)
-            self._kube.scale_deployment(namespace, dep_name, replicas)
-        wrote = self._write_status(body, decision, namespace, name)
-        return ReconcileResult(decision.events, wrote, applied, len(decision.delete))
+        if decision.remove_resume_annotation and RESUME_ANNOTATION in (
+            meta.get("annotations") or {}
+        ):
+            self._kube.remove_annotation(namespace, name, RESUME_ANNOTATION)
+        updated = self._write_status(body, decision, namespace, name)
+        return ReconcileResult(
+            decision.events,
+            updated is not None,
+            applied,
+            len(decision.delete),
+            decision.requeue_at,
+            updated,
+        )
+
+    def _smoke(self, body: dict[str, Any], snapshot: Snapshot, target: SmokeTarget) -> SmokeResult:
+        service = parse_llmservice(body)
+        spec = service.spec
+        requests_ = smoke_requests(
+            served_model_name_of(service),
+            spec.engine.max_model_len,
+            spec.slo,
+            float(spec.rollout.smoke_test.timeout_seconds),
+        )
+        ip = _ready_pod_ip(snapshot.pods, target.revision)
+        if ip is None:
+            return SmokeResult(False, retryable=True, message="no Ready candidate pod yet")
+        api_key = None
+        ref = spec.serving.api_key_secret_ref
+        if ref is not None:
+            api_key = self._kube.read_secret_value(service.metadata.namespace, ref.name, ref.key)
+        observations = run_smoke(f"http://{ip}:{spec.serving.port}", requests_, api_key)
+        return judge_smoke(requests_, observations)
 
     def _apply(self, decision: Decision, namespace: str, missing_apis: set[str]) -> int:
         count = 0
+        scale_ups = {n: r for n, r in decision.scale.items() if r > 0}
         for obj in decision.apply:
             if obj["kind"] in missing_apis:
                 continue  # reported as a Degraded condition by decide()
             self._kube.apply(obj)
             count += 1
+            if obj["kind"] == "Deployment" and obj["metadata"]["name"] in scale_ups:
+                name = obj["metadata"]["name"]
+                self._kube.scale_deployment(namespace, name, scale_ups.pop(name))
+        for dep_name, replicas in scale_ups.items():
+            log.info("scaling %s/%s to %d", namespace, dep_name, replicas)
+            self._kube.scale_deployment(namespace, dep_name, replicas)
+        for dep_name, replicas in decision.scale.items():
+            if replicas == 0:
+                log.info("scaling %s/%s to 0", namespace, dep_name)
+                self._kube.scale_deployment(namespace, dep_name, 0)
+        for api_version, kind, obj_name in decision.delete:
+            log.info("pruning %s %s/%s", kind, namespace, obj_name)
+            self._kube.delete(api_version, kind, namespace, obj_name)
         return count
 
     def _write_status(
         self, body: dict[str, Any], decision: Decision, namespace: str, name: str
-    ) -> bool:
-        current = body.get("status") or {}
-        patch = {k: v for k, v in decision.status.items() if current.get(k) != v}
-        patch = {k: v for k, v in patch.items() if not (v is None and k not in current)}
+    ) -> dict[str, Any] | None:
+        patch = merge_patch(body.get("status") or {}, decision.status)
         if not patch:
-            return False
-        self._kube.patch_status(namespace, name, patch)
-        return True
+            return None
+        return self._kube.patch_status(namespace, name, patch)
+
+
+def served_model_name_of(service: Any) -> str:
+    return str(service.spec.model.served_name or service.metadata.name)
+
+
+def _ready_pod_ip(pods: list[dict[str, Any]], revision: str) -> str | None:
+    for pod in pods:
+        labels = pod.get("metadata", {}).get("labels") or {}
+        status = pod.get("status") or {}
+        ready = any(
+            c.get("type") == "Ready" and c.get("status") == "True"
+            for c in status.get("conditions") or []
+        )
+        if labels.get(REVISION) == revision and ready and status.get("podIP"):
+            return str(status["podIP"])
+    return None

@@ -185,14 +185,39 @@ class KubeAdapter:
         body = _event_body(obj, type_, reason, message)
         self._core.create_namespaced_event(obj["metadata"]["namespace"], body)  # type: ignore[arg-type]
 
-    def patch_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
+    def read_secret_value(self, namespace: str, name: str, key: str) -> str | None:
+        """One key of a Secret, decoded (the smoke test's API key)."""
+        import base64
+
+        try:
+            secret = self._core.read_namespaced_secret(name, namespace)
+        except client.ApiException as err:
+            if err.status == 404:
+                return None
+            raise
+        raw = (secret.data or {}).get(key)
+        return base64.b64decode(raw).decode() if raw else None
+
+    def remove_annotation(self, namespace: str, name: str, key: str) -> None:
         resource = self._resource(API_VERSION, KIND)
-        resource.status.patch(
+        resource.patch(
+            body={"metadata": {"annotations": {key: None}}},
+            name=name,
+            namespace=namespace,
+            content_type="application/merge-patch+json",
+        )
+
+    def patch_status(self, namespace: str, name: str, status: dict[str, Any]) -> dict[str, Any]:
+        """Merge-patch the status subresource; returns the object as the server stored it."""
+        resource = self._resource(API_VERSION, KIND)
+        updated = resource.status.patch(
             body={"status": status},
             name=name,
             namespace=namespace,
             content_type="application/merge-patch+json",
         )
+        result: dict[str, Any] = updated.to_dict()
+        return result
 
 
 def _owned_by(obj: dict[str, Any], service_name: str) -> bool:

@@ -27,6 +27,7 @@ __all__ = [
     "RenderInput",
     "deployment",
     "deployment_name",
+    "http_route",
     "engine_args",
     "network_policy",
     "pod_template",
@@ -326,6 +327,34 @@ def network_policy(inp: RenderInput) -> dict[str, Any] | None:
         selector=selector_labels(inp.name),
         peers=peers,
         port=inp.spec.serving.port,
+    )
+
+
+def http_route(
+    inp: RenderInput, weights: tuple[int, int] | None, has_preview: bool
+) -> dict[str, Any] | None:
+    """Gateway API traffic split (active Service, preview Service) when a parent is named."""
+    parent_ref = inp.spec.rollout.gateway_parent_ref
+    if parent_ref is None:
+        return None
+    active_weight, preview_weight = weights if weights is not None else (100, 0)
+    port = inp.spec.serving.port
+    backends: list[dict[str, Any]] = [{"name": inp.name, "port": port, "weight": active_weight}]
+    if has_preview and preview_weight > 0:
+        backends.append({"name": f"{inp.name}-preview", "port": port, "weight": preview_weight})
+    parent: dict[str, Any] = {"name": parent_ref.name}
+    if parent_ref.namespace:
+        parent["namespace"] = parent_ref.namespace
+    if parent_ref.section_name:
+        parent["sectionName"] = parent_ref.section_name
+    return _render(
+        "httproute.yaml.j2",
+        name=inp.name,
+        namespace=inp.namespace,
+        labels=_common_labels(inp),
+        parent=parent,
+        backends=backends,
+        request_timeout=f"{inp.spec.serving.drain_seconds + 60}s",
     )
 
 
