@@ -1,5 +1,7 @@
 """Start and stop a real local control plane: etcd, kube-apiserver, kube-controller-manager,
-kube-scheduler and kwok (fake GPU nodes), all bound to loopback, all state in one directory."""
+kube-scheduler and kwok (fake GPU nodes), plus Prometheus and the simulator runner (live
+``llmservice sim`` processes behind LLMService pods), all bound to loopback, all state in one
+directory."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ import signal
 import socket
 import ssl
 import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -24,7 +27,7 @@ from typing import Any
 
 import yaml
 
-from .binaries import Versions, cache_dir, ensure_binaries, pinned_versions
+from .binaries import Versions, cache_dir, ensure_binaries, pinned_versions, repo_root
 from .binaries import bin_dir as default_bin_dir
 from .nodes import (
     DEFAULT_NODES,
@@ -36,11 +39,31 @@ from .nodes import (
     node_manifest,
 )
 from .pki import FRONT_PROXY_CLIENT, PKI, create_pki
+from .prometheus import (
+    DEFAULT_SCRAPE_INTERVAL,
+    SCRAPE_INTERVAL_ENV,
+    find_prometheus,
+    prometheus_args,
+    prometheus_config,
+)
 
 SERVICE_CIDR = "10.96.0.0/16"
 SERVICE_IP = "10.96.0.1"
 ADMIN_USER = "admin"
-COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
+COMPONENTS = (
+    "etcd",
+    "kube-apiserver",
+    "kube-controller-manager",
+    "kube-scheduler",
+    "kwok",
+    "prometheus",
+    "simrunner",
+)
+#: The simulators' clock: S simulated seconds per wall second (the runner's default).
+SIM_TIME_SCALE_ENV = "LLMSERVICE_SIM_TIME_SCALE"
+DEFAULT_SIM_TIME_SCALE = 10.0
+#: kwok stages for LLMService pods (Ready only when the simulator runner says so).
+SERVICE_LABEL = "llmservice.dev/service"
 _STATE_FILE = "state.json"
 _LOG_TAIL_LINES = 40
 
@@ -60,6 +83,12 @@ class ClusterInfo:
     ca_file: Path
     state_dir: Path
     k8s_version: str
+    prometheus_url: str = ""
+    """Prometheus scraping every LLMService pod (labels namespace, pod, llmservice, revision)."""
+    sim_time_scale: float = DEFAULT_SIM_TIME_SCALE
+    """Simulated seconds per wall second of every pod's simulator (match it in the load)."""
+    simrunner_url: str = ""
+    """The simulator runner's ``/healthz`` and ``/pods``."""
 
     @property
     def kubectl(self) -> Path:
@@ -135,11 +164,19 @@ class LocalCluster:
         bin_dir: Path | None = None,
         nodes: Sequence[FakeNodeSpec] = DEFAULT_NODES,
         startup_timeout: float = 90.0,
+        sim_time_scale: float | None = None,
+        scrape_interval: str | None = None,
     ) -> None:
         self.state_dir = (state_dir or default_state_dir()).resolve()
         self._bin_dir = bin_dir
         self.nodes = tuple(nodes)
         self.startup_timeout = startup_timeout
+        self.sim_time_scale = sim_time_scale or float(
+            os.environ.get(SIM_TIME_SCALE_ENV) or DEFAULT_SIM_TIME_SCALE
+        )
+        self.scrape_interval = scrape_interval or (
+            os.environ.get(SCRAPE_INTERVAL_ENV) or DEFAULT_SCRAPE_INTERVAL
+        )
         self._procs: dict[str, subprocess.Popen[bytes]] = {}
 
     # ----------------------------------------------------------------- paths
@@ -189,6 +226,9 @@ class LocalCluster:
             ca_file=PKI(self.state_dir / "pki").ca_crt,
             state_dir=self.state_dir,
             k8s_version=str(state["versions"]["k8s"]),
+            prometheus_url=f"http://127.0.0.1:{state['ports']['prometheus']}",
+            sim_time_scale=float(state["sim_time_scale"]),
+            simrunner_url=f"http://127.0.0.1:{state['ports']['simrunner']}",
         )
 
     def info(self) -> ClusterInfo | None:
@@ -202,10 +242,11 @@ class LocalCluster:
         return self.info() is not None
 
     def _healthy(self, state: dict[str, Any]) -> bool:
-        bins = Path(state["bin_dir"])
+        if "exes" not in state:  # started by an older version without Prometheus/the runner
+            return False
         for component in COMPONENTS:
             pid = self._read_pid(component)
-            if pid is None or not _pid_alive(pid, bins / component):
+            if pid is None or not _pid_alive(pid, _exe(state, component)):
                 return False
         ctx = ssl.create_default_context(cafile=str(PKI(self.state_dir / "pki").ca_crt))
         status, _ = _http_get(
@@ -243,9 +284,18 @@ class LocalCluster:
         for sub in ("logs", "pids", "pki", "etcd", "config"):
             (self.state_dir / sub).mkdir(parents=True, exist_ok=True)
         pki = create_pki(self.state_dir / "pki", service_ip=SERVICE_IP)
-        etcd_client, etcd_peer, api_port, kcm_port, sched_port, kwok_port = _free_ports(6)
+        prometheus_exe = find_prometheus()
+        ports = _free_ports(8)
+        etcd_client, etcd_peer, api_port, kcm_port, sched_port, kwok_port = ports[:6]
+        prom_port, runner_port = ports[6:]
         server = f"https://127.0.0.1:{api_port}"
-        tokens = {name: secrets.token_hex(24) for name in ("admin", "kcm", "scheduler", "kwok")}
+        tokens = {
+            name: secrets.token_hex(24)
+            for name in ("admin", "kcm", "scheduler", "kwok", "simrunner")
+        }
+        exes = {component: str(bins / component) for component in COMPONENTS}
+        exes["prometheus"] = str(prometheus_exe)
+        exes["simrunner"] = sys.executable
         state: dict[str, Any] = {
             "server": server,
             "bin_dir": str(bins),
@@ -257,8 +307,13 @@ class LocalCluster:
                 "kube-controller-manager": kcm_port,
                 "kube-scheduler": sched_port,
                 "kwok": kwok_port,
+                "prometheus": prom_port,
+                "simrunner": runner_port,
             },
             "tokens": tokens,
+            "exes": exes,
+            "sim_time_scale": self.sim_time_scale,
+            "scrape_interval": self.scrape_interval,
         }
         cfg = self.state_dir / "config"
         token_file = cfg / "tokens.csv"
@@ -267,6 +322,9 @@ class LocalCluster:
             f"{tokens['kcm']},system:kube-controller-manager,uid-kcm\n"
             f"{tokens['scheduler']},system:kube-scheduler,uid-scheduler\n"
             f'{tokens["kwok"]},kwok,uid-kwok,"system:masters"\n'
+            # The runner watches pods and nodes, annotates pods and serves Prometheus's
+            # discovery (Debian's Prometheus has no Kubernetes discovery of its own).
+            f'{tokens["simrunner"]},simrunner,uid-simrunner,"system:masters"\n'
         )
         token_file.chmod(0o600)
         _write_kubeconfig(self.kubeconfig, server, pki.ca_crt, ADMIN_USER, tokens["admin"])
@@ -276,8 +334,16 @@ class LocalCluster:
         _write_kubeconfig(kcm_kc, server, pki.ca_crt, "kube-controller-manager", tokens["kcm"])
         _write_kubeconfig(sched_kc, server, pki.ca_crt, "kube-scheduler", tokens["scheduler"])
         _write_kubeconfig(kwok_kc, server, pki.ca_crt, "kwok", tokens["kwok"])
+        runner_kc = cfg / "simrunner.kubeconfig"
+        _write_kubeconfig(runner_kc, server, pki.ca_crt, "simrunner", tokens["simrunner"])
+        prom_config = cfg / "prometheus.yml"
+        prom_config.write_text(
+            prometheus_config(
+                runner_url=f"http://127.0.0.1:{runner_port}", interval=self.scrape_interval
+            )
+        )
         kwok_config = cfg / "kwok.yaml"
-        kwok_config.write_text(_kwok_config(bins / "stages"))
+        kwok_config.write_text(_kwok_config(bins / "stages", sim_stages_dir()))
         self._state_file.write_text(json.dumps(state, indent=2))
         self._state_file.chmod(0o600)
 
@@ -341,6 +407,28 @@ class LocalCluster:
             "kube-apiserver",
             deadline,
             lambda: _http_get(f"{server}/readyz", ctx=api_ctx, token=tokens["admin"])[0] == 200,
+        )
+        # Prometheus and the runner start now and are waited for last: their start-up
+        # overlaps the controllers'.
+        self._spawn(
+            "prometheus",
+            bins,
+            prometheus_args(prom_config, self.state_dir / "prometheus", prom_port),
+            exe=prometheus_exe,
+        )
+        self._spawn(
+            "simrunner",
+            bins,
+            [
+                "-m",
+                "llmservice_operator.simrunner",
+                f"--kubeconfig={runner_kc}",
+                f"--port={runner_port}",
+                f"--time-scale={self.sim_time_scale:g}",
+                f"--log-dir={self.log_dir / 'sims'}",
+                f"--node-annotation={KWOK_NODE_ANNOTATION}={KWOK_NODE_ANNOTATION_VALUE}",
+            ],
+            exe=Path(sys.executable),
         )
 
         self._spawn(
@@ -419,11 +507,23 @@ class LocalCluster:
             lambda: api.exists("/api/v1/namespaces/default/serviceaccounts/default"),
             what="the default ServiceAccount",
         )
+        self._wait(
+            "prometheus",
+            deadline,
+            lambda: _http_get(f"http://127.0.0.1:{prom_port}/-/ready")[0] == 200,
+        )
+        self._wait(
+            "simrunner",
+            deadline,
+            lambda: _http_get(f"http://127.0.0.1:{runner_port}/healthz")[0] == 200,
+        )
         self._procs.clear()
         return self._info(state)
 
-    def _spawn(self, component: str, bins: Path, args: list[str]) -> None:
-        exe = bins / component
+    def _spawn(
+        self, component: str, bins: Path, args: list[str], *, exe: Path | None = None
+    ) -> None:
+        exe = exe or bins / component
         log = self.log_file(component).open("ab")
         try:
             proc = subprocess.Popen(
@@ -475,18 +575,21 @@ class LocalCluster:
 
     def _stop_processes(self, grace: float = 10.0) -> None:
         state = self._load_state()
-        bins = Path(state["bin_dir"]) if state else (self._bin_dir or _safe_bin_dir())
+        if state is None:
+            bins = self._bin_dir or _safe_bin_dir()
+            state = {"bin_dir": str(bins)} if bins is not None else None
         pids: list[tuple[str, int]] = []
         for component in reversed(COMPONENTS):
             pid = self._read_pid(component)
-            if pid is not None and bins is not None and _pid_alive(pid, bins / component):
+            exe = _exe(state, component) if state is not None else None
+            if pid is not None and exe is not None and _pid_alive(pid, exe):
                 pids.append((component, pid))
         for _, pid in pids:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGTERM)
         deadline = time.monotonic() + grace
         for component, pid in pids:
-            exe = bins / component if bins is not None else None
+            exe = _exe(state, component) if state is not None else None
             while exe is not None and time.monotonic() < deadline:
                 _reap(pid)
                 if not _pid_alive(pid, exe):
@@ -502,6 +605,23 @@ class LocalCluster:
         self._procs.clear()
         for component in COMPONENTS:
             self._pid_file(component).unlink(missing_ok=True)
+
+
+def _exe(state: dict[str, Any], component: str) -> Path:
+    """The executable a component runs as (its cmdline[0]), from the cluster state."""
+    exes = state.get("exes") or {}
+    if component in exes:
+        return Path(exes[component])
+    return Path(state["bin_dir"]) / component
+
+
+def sim_stages_dir() -> Path:
+    """hack/kwok-stages: the kwok stages that make LLMService pods Ready only when their
+    simulator is (see operator/llmservice_operator/simrunner)."""
+    root = repo_root()
+    if root is None:
+        raise ClusterError("hack/kwok-stages not found: the local cluster needs a source checkout")
+    return root / "hack" / "kwok-stages"
 
 
 def _safe_bin_dir() -> Path | None:
@@ -540,7 +660,22 @@ def _write_kubeconfig(path: Path, server: str, ca: Path, user: str, token: str) 
     path.chmod(0o600)
 
 
-def _kwok_config(stages_dir: Path) -> str:
+def _leave_llmservice_pods(doc: str) -> str:
+    """kwok's own pod stages that set a status skip LLMService pods (ours handle those)."""
+    stage = yaml.safe_load(doc)
+    spec = stage.get("spec") if isinstance(stage, dict) else None
+    if not isinstance(spec, dict) or (spec.get("resourceRef") or {}).get("kind") != "Pod":
+        return doc
+    if (spec.get("next") or {}).get("delete") or spec.get("selector") is None:
+        return doc
+    selector = spec["selector"]
+    selector.setdefault("matchExpressions", []).append(
+        {"key": f'.metadata.labels["{SERVICE_LABEL}"]', "operator": "DoesNotExist"}
+    )
+    return yaml.safe_dump(stage, sort_keys=False)
+
+
+def _kwok_config(stages_dir: Path, sim_stages: Path | None = None) -> str:
     docs = [
         yaml.safe_dump(
             {
@@ -560,9 +695,16 @@ def _kwok_config(stages_dir: Path) -> str:
             sort_keys=False,
         )
     ]
-    docs += [p.read_text() for p in sorted(stages_dir.glob("*.yaml"))]
-    if len(docs) == 1:
+    upstream = [p.read_text() for p in sorted(stages_dir.glob("*.yaml"))]
+    if not upstream:
         raise ClusterError(f"no kwok stage files in {stages_dir}")
+    if sim_stages is not None:
+        ours = [p.read_text() for p in sorted(sim_stages.glob("*.yaml"))]
+        if not ours:
+            raise ClusterError(f"no kwok stage files in {sim_stages}")
+        docs += [_leave_llmservice_pods(doc) for doc in upstream] + ours
+    else:
+        docs += upstream
     return "\n---\n".join(doc.strip() for doc in docs) + "\n"
 
 
