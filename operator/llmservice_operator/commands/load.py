@@ -2,6 +2,10 @@
 
     llmservice load --target http://10.0.0.5:8000 --target http://10.0.0.6:8000 \\
         --rate 4 --duration 120 --prompt-tokens lognormal:800:0.7 --output-tokens 200
+    llmservice load --service chat --namespace ml --rate 4 --duration 120
+
+``--service`` sends to the Ready pods behind the LLMService's Service (pod IPs, re-read every
+``--refresh`` seconds during the run), in proportion to the number of Ready pods.
 
 Rates and durations are per second of the run's clock; with ``--time-scale S`` (to match
 ``llmservice sim --sim-time-scale S``) they are simulated seconds and the run takes 1/S of the
@@ -18,7 +22,12 @@ from typing import Any
 
 import aiohttp
 
-from llmservice_operator.loadgen.client import LoadConfig, run_load, static_targets
+from llmservice_operator.loadgen.client import (
+    LoadConfig,
+    TargetSource,
+    run_load,
+    static_targets,
+)
 from llmservice_operator.loadgen.distributions import parse_length_dist
 from llmservice_operator.loadgen.schedule import RateSchedule, load_schedule
 
@@ -32,12 +41,28 @@ def add_parser(subparsers: argparse._SubParsersAction[Any]) -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument(
+    where = parser.add_argument_group("where to (one of --target or --service)")
+    where.add_argument(
         "--target",
         action="append",
-        required=True,
         metavar="URL",
         help="base URL of a server (repeat for several; requests go round-robin)",
+    )
+    where.add_argument(
+        "--service", metavar="NAME", help="an LLMService: its Ready pods, found in the cluster"
+    )
+    where.add_argument("--namespace", "-n", default="default", help="of --service")
+    where.add_argument(
+        "--kubeconfig", help="for --service (default: $KUBECONFIG, ~/.kube/config, in-cluster)"
+    )
+    where.add_argument(
+        "--refresh", type=float, default=2.0, help="seconds between pod list reads (default 2)"
+    )
+    where.add_argument(
+        "--wait-ready",
+        type=float,
+        default=60.0,
+        help="seconds to wait for a first Ready pod of --service (default 60)",
     )
     rate = parser.add_argument_group("arrivals (Poisson)")
     rate.add_argument("--rate", type=float, help="requests per second")
@@ -120,10 +145,46 @@ def build_config(args: argparse.Namespace) -> LoadConfig:
 def run(args: argparse.Namespace) -> int:
     try:
         config = build_config(args)
-        targets = static_targets(args.target)
+        if (args.target is None) == (args.service is None):
+            raise ValueError("give --target URL (repeatable) or --service NAME")
+        if args.refresh <= 0:
+            raise ValueError("--refresh must be > 0")
     except (OSError, ValueError) as exc:
         print(f"llmservice load: {exc}", file=sys.stderr)
         return 2
+    if args.target is not None:
+        try:
+            targets = static_targets(args.target)
+        except ValueError as exc:
+            print(f"llmservice load: {exc}", file=sys.stderr)
+            return 2
+        return _run(args, config, targets)
+    return _run_service(args, config)
+
+
+def _run_service(args: argparse.Namespace, config: LoadConfig) -> int:
+    from kubernetes.client.exceptions import ApiException
+    from kubernetes.config import ConfigException
+
+    from llmservice_operator.loadgen.targets import PodTargets
+
+    try:
+        pods = PodTargets.from_kubeconfig(
+            args.service, args.namespace, args.kubeconfig, refresh_s=args.refresh
+        )
+        ready = pods.wait_ready(args.wait_ready)
+    except (ApiException, ConfigException, OSError, TimeoutError, ValueError) as exc:
+        print(f"llmservice load: {args.namespace}/{args.service}: {exc}", file=sys.stderr)
+        return 1
+    print(
+        f"llmservice load: {len(ready)} Ready pods of {args.namespace}/{args.service}",
+        file=sys.stderr,
+    )
+    with pods:
+        return _run(args, config, pods)
+
+
+def _run(args: argparse.Namespace, config: LoadConfig, targets: TargetSource) -> int:
     try:
         report = asyncio.run(run_load(config, targets))
     except (
