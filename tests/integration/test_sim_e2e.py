@@ -232,10 +232,10 @@ def test_live_pods_are_scraped_and_loaded(
     with PodTargets.from_kubeconfig("chat", namespace, str(cluster.kubeconfig)) as source:
         assert len(source.wait_ready(30, minimum=2)) == 2
 
-        # Below capacity (~1/6 of it): nothing queues longer than one engine step.
+        # Below capacity (~1/5 of it): nothing queues longer than one engine step.
         started = time.time()
-        calm = load(cluster, source, rate=1.0, duration=100)
-        assert calm.completed == calm.requests >= 80
+        calm = load(cluster, source, rate=1.2, duration=120)
+        assert calm.completed == calm.requests >= 120
         assert all(c.requests > 0.3 * calm.requests for c in calm.per_target.values())
         t_calm = wait_scraped(cluster, selector, calm.completed)
         window = f"{int(t_calm - started) + 2}s"
@@ -309,8 +309,16 @@ def test_faults_errors_and_never_ready(
 ) -> None:
     """A pod with the error fault fails the share of requests asked (client and Prometheus
     agree); a pod that never becomes ready stays unready in Kubernetes: Deployment
-    readyReplicas 0 and the LLMService not Available."""
+    readyReplicas 0 and the LLMService not Available; a crashing simulator restarts and the
+    pod's restartCount says so."""
     operators.start(namespace)
+    apply(
+        kubectl,
+        llmservice(
+            "crashy", namespace, replicas=1, gpu="H100-80GB",
+            env={"LLMSERVICE_SIM_CRASH_AFTER_REQUESTS": "3"},
+        ),
+    )  # fmt: skip
     error_rate = 0.25
     apply(
         kubectl,
@@ -369,6 +377,25 @@ def test_faults_errors_and_never_ready(
     assert not available(kubectl_json, namespace, "stuck")
     # Still scraped (it runs): analysis can see a broken revision's metrics.
     wait_for("the stuck pod scraped", lambda: name in scraped_pods(cluster, namespace, "stuck"), 15)
+
+    # The crash fault: the simulator exits after 3 requests; the pod turns unready, the
+    # runner restarts it (kubelet back-off on the simulated clock) and it is Ready again.
+    wait_for("crashy Available", lambda: available(kubectl_json, namespace, "crashy"), 60)
+    with PodTargets.from_kubeconfig("crashy", namespace, str(cluster.kubeconfig)) as source:
+        source.wait_ready(30)
+        crashed = load(cluster, source, rate=2.0, duration=5)
+    # Three answers, then the process dies (one in flight may still make it out).
+    assert 3 <= crashed.completed <= 4 and crashed.errors == crashed.requests - crashed.completed
+    restarted = wait_for(
+        "crashy restarted and Ready again",
+        lambda: [
+            p
+            for p in pods(kubectl_json, namespace, "crashy")
+            if p["status"]["containerStatuses"][0]["restartCount"] >= 1 and is_ready(p)
+        ],
+        timeout=30,
+    )
+    assert runner_pods(cluster, namespace)[restarted[0]["metadata"]["name"]]["restarts"] >= 1
 
 
 pytestmark = pytest.mark.cluster
