@@ -48,6 +48,7 @@ from .rollout import (
     SmokeTarget,
     step,
 )
+from .scaling import ScalingOutcome
 from .sizing import GpuCatalog
 
 __all__ = ["Decision", "Event", "Snapshot", "decide"]
@@ -245,7 +246,7 @@ def decide(
     prometheus_url: str,
     measurement: Mapping[str, QueryResult] | None = None,
     smoke: SmokeResult | None = None,
-    total_replicas: int | None = None,
+    scaling: ScalingOutcome | None = None,
 ) -> Decision:
     """The whole desired state. See `rollout.step` for the measurement/smoke protocol:
     when the decision asks to `measure` or `smoke`, the caller runs them and calls again."""
@@ -262,11 +263,11 @@ def decide(
     template = pod_template(plan.render_input)
     revision = revision_hash(template)
     deployments = snapshot.deployments()
-    total = (
-        total_replicas
-        if total_replicas is not None
-        else _total_replicas(service, current, deployments)
-    )
+    if scaling is not None:
+        total = scaling.total
+        current = current.model_copy(update={"autoscaling": scaling.status})
+    else:
+        total = _total_replicas(service, current, deployments)
     annotations = body.get("metadata", {}).get("annotations") or {}
     rollout = step(
         RolloutInput(
@@ -310,6 +311,7 @@ def decide(
         unschedulable=_unschedulable_message(snapshot.pods),
         decision=decision,
         missing_apis=snapshot.missing_apis,
+        scaling=scaling,
     )
     decision.status = status.model_dump(by_alias=True, mode="json")
     return decision
@@ -385,6 +387,7 @@ def _status(
     unschedulable: str | None,
     decision: Decision,
     missing_apis: frozenset[str],
+    scaling: ScalingOutcome | None,
 ) -> LLMServiceStatus:
     conditions: list[Condition] = list(current.conditions)
 
@@ -394,7 +397,7 @@ def _status(
         conditions = set_condition(conditions, type_, status, reason, message, now, generation)
         changed = before is None or before.status != status or before.reason != reason
         if changed and status == "True" and type_ in _EVENT_ON_TRUE:
-            kind = "Warning" if type_ == "Degraded" else "Normal"
+            kind = "Warning" if type_ in ("Degraded", "ScalingDegraded") else "Normal"
             decision.events.append(Event(kind, reason if kind == "Warning" else type_, message))
 
     put("InvalidSpec", "False", "Valid", "")
@@ -429,6 +432,16 @@ def _status(
         put("Degraded", machine_degraded.status, machine_degraded.reason, machine_degraded.message)
     else:
         put("Degraded", "False", "AsExpected", "")
+    if scaling is not None:
+        if scaling.degraded_reason is not None:
+            put(
+                "ScalingDegraded",
+                "True",
+                "MetricsUnavailable",
+                f"holding {scaling.total} replicas: {scaling.degraded_reason}",
+            )
+        else:
+            put("ScalingDegraded", "False", "MetricsAvailable", scaling.status.reason)
 
     degraded = find(conditions, "Degraded")
     available = find(conditions, "Available")
@@ -457,4 +470,4 @@ def _status(
     )
 
 
-_EVENT_ON_TRUE = {"Degraded", "Sized", "Available"}
+_EVENT_ON_TRUE = {"Degraded", "Sized", "Available", "ScalingDegraded"}

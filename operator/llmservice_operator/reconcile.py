@@ -15,11 +15,16 @@ from typing import Any
 from .adapters.kube import KubeAdapter
 from .adapters.metrics import OperatorMetrics
 from .adapters.prometheus import PrometheusAdapter
+from .adapters.scaling_metrics import samples_from_pods, samples_from_prometheus
 from .adapters.smoke import run_smoke
-from .api import parse_llmservice
+from .api import SpecError, parse_llmservice
+from .api.status import AutoscalingStatus
+from .autoscale import ReplicaSample
 from .decide import Decision, Event, Snapshot, decide, referenced_secrets
+from .planning import plan_service
 from .render.labels import REVISION
 from .rollout import RESUME_ANNOTATION, SmokeResult, SmokeTarget, judge_smoke, smoke_requests
+from .scaling import ScalingOutcome, evaluate, evaluation_due, pod_counts
 from .sizing import GpuCatalog
 
 __all__ = ["ReconcileResult", "Reconciler", "merge_patch"]
@@ -102,14 +107,20 @@ class Reconciler:
             secrets=observed.secrets,
             missing_apis=frozenset(observed.missing_apis),
         )
-        decision = decide(snapshot, self._catalog, now, self._prometheus_url)
+        scaling = self._autoscale(body, snapshot, now)
+        decision = decide(snapshot, self._catalog, now, self._prometheus_url, scaling=scaling)
         if decision.measure is not None:
             log.info(
                 "%s/%s: analysis measurement (%d checks)", namespace, name, len(decision.measure)
             )
             results = self._prometheus.measure(decision.measure)
             decision = decide(
-                snapshot, self._catalog, now, self._prometheus_url, measurement=results
+                snapshot,
+                self._catalog,
+                now,
+                self._prometheus_url,
+                measurement=results,
+                scaling=scaling,
             )
         elif decision.smoke is not None:
             result = self._smoke(body, snapshot, decision.smoke)
@@ -120,7 +131,9 @@ class Reconciler:
                 decision.smoke.revision,
                 result.message or ("passed" if result.passed else "failed"),
             )
-            decision = decide(snapshot, self._catalog, now, self._prometheus_url, smoke=result)
+            decision = decide(
+                snapshot, self._catalog, now, self._prometheus_url, smoke=result, scaling=scaling
+            )
         applied = self._apply(decision, namespace, observed.missing_apis)
         if decision.remove_resume_annotation and RESUME_ANNOTATION in (
             meta.get("annotations") or {}
@@ -134,6 +147,37 @@ class Reconciler:
             len(decision.delete),
             decision.requeue_at,
             updated,
+        )
+
+    def _autoscale(
+        self, body: dict[str, Any], snapshot: Snapshot, now: datetime
+    ) -> ScalingOutcome | None:
+        """Operator-mode scaling: every evaluation interval, from the Ready pods' gauges."""
+        try:
+            service = parse_llmservice(body)
+            plan = plan_service(service, self._catalog, self._prometheus_url)
+        except SpecError:
+            return None  # decide() reports it
+        spec = service.spec.scaling
+        previous = _current_autoscaling(body)
+        if spec.mode != "operator":
+            return None
+        if not evaluation_due(previous, spec, now) and previous is not None:
+            return ScalingOutcome(previous.desired_replicas, previous, previous.degraded_reason)
+        ready_names, _loading = pod_counts(snapshot.pods)
+        version = service.spec.engine.vllm_version
+        samples: dict[str, ReplicaSample] | None
+        if not ready_names:
+            samples, error = {}, None
+        elif spec.metrics_source == "pods":
+            ready = [p for p in snapshot.pods if p["metadata"]["name"] in ready_names]
+            samples, error = samples_from_pods(ready, service.spec.serving.port, version)
+        else:
+            samples, error = samples_from_prometheus(
+                self._prometheus, service.metadata.namespace, service.metadata.name, version
+            )
+        return evaluate(
+            spec, plan.sizing.max_num_seqs, previous, snapshot.pods, samples, error, now
         )
 
     def _smoke(self, body: dict[str, Any], snapshot: Snapshot, target: SmokeTarget) -> SmokeResult:
@@ -185,6 +229,16 @@ class Reconciler:
         if not patch:
             return None
         return self._kube.patch_status(namespace, name, patch)
+
+
+def _current_autoscaling(body: dict[str, Any]) -> AutoscalingStatus | None:
+    raw = (body.get("status") or {}).get("autoscaling")
+    if not raw:
+        return None
+    try:
+        return AutoscalingStatus.model_validate(raw)
+    except ValueError:
+        return None
 
 
 def served_model_name_of(service: Any) -> str:

@@ -279,3 +279,39 @@ def test_chart_lints_and_the_api_server_accepts_it(cluster: Any, kubectl: Any) -
     result = kubectl("apply", "--dry-run=server", "-f", "-", input=rendered)
     assert "clusterrole.rbac.authorization.k8s.io/llmservice" in result.stdout
     assert "deployment.apps/llmservice" in result.stdout
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_operator_health_and_metrics_endpoints(
+    namespace: str, kubectl: Any, kubectl_json: Any, operators: OperatorFactory
+) -> None:
+    import urllib.request
+
+    health, metrics = _free_port(), _free_port()
+    operators.start(
+        namespace, LLMSERVICE_HEALTH_PORT=str(health), LLMSERVICE_METRICS_PORT=str(metrics)
+    )
+    _secrets(kubectl, namespace)
+    _apply(kubectl, _example(ROOT / "examples" / "llama-3.1-8b.yaml", namespace))
+    wait_for("available", lambda: _available(kubectl_json, namespace, "llama-8b"), 120)
+
+    def get(port: int, path: str) -> str:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as response:
+            body: str = response.read().decode()
+            return body
+
+    assert wait_for("/healthz", lambda: get(health, "/healthz"), 30) is not None
+    text = wait_for(
+        "reconcile metrics", lambda: (t := get(metrics, "/metrics")) and
+        "llmservice_reconciles_total" in t and t, 30,
+    )
+    assert "llmservice_reconcile_duration_seconds_bucket" in text
+    assert "llmservice_managed_services 1.0" in text
+    assert "llmservice_reconcile_errors_total" in text

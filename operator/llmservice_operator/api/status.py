@@ -106,6 +106,10 @@ class RolloutStatus(ApiModel):
 
 class AutoscalingStatus(ApiModel):
     desired_replicas: int
+    last_evaluation_time: str | None = None
+    degraded_reason: str | None = Field(
+        default=None, description="Why the last evaluation held replicas (missing metrics)."
+    )
     last_scale_time: str | None = None
     last_scale_up_time: str | None = None
     last_scale_down_time: str | None = None
@@ -113,7 +117,11 @@ class AutoscalingStatus(ApiModel):
     recommendations: list[str] = Field(
         default_factory=list,
         max_length=120,
-        description="Recent 'time=replicas' recommendations for the stabilization window.",
+        description=(
+            "Recent history the scaling windows need across restarts: 'epoch=N' "
+            "recommendations, 'epoch=+N'/'epoch=-N' scale events, 'epoch=@R' learned "
+            "requests/s of a full replica."
+        ),
     )
 
 

@@ -1,0 +1,80 @@
+"""Per-pod engine gauges for the autoscaler: from Prometheus, or scraped from the pods."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import requests
+from prometheus_client.parser import text_string_to_metric_families
+
+from ..autoscale import ReplicaSample
+from ..vllm.metrics import metric_names
+from .prometheus import PrometheusAdapter
+
+__all__ = ["SampleResult", "samples_from_pods", "samples_from_prometheus"]
+
+#: (samples by pod name, or None with the reason they are missing)
+SampleResult = tuple[dict[str, ReplicaSample] | None, str | None]
+
+
+def samples_from_prometheus(
+    prometheus: PrometheusAdapter, namespace: str, service: str, vllm_version: str
+) -> SampleResult:
+    names = metric_names(vllm_version)
+    selector = f'{{namespace="{namespace}",llmservice="{service}"}}'
+    queries = {
+        "waiting": f"sum by (pod) ({names.num_requests_waiting}{selector})",
+        "running": f"sum by (pod) ({names.num_requests_running}{selector})",
+        "kv": f"max by (pod) ({names.kv_cache_usage}{selector})",
+        "rate": f"sum by (pod) (rate({names.request_success}{selector}[1m]))",
+    }
+    values: dict[str, dict[str, float]] = {}
+    for key, query in queries.items():
+        result = prometheus.query(query)
+        if isinstance(result, str):
+            return None, result
+        values[key] = {s.labels.get("pod", ""): s.value for s in result}
+    samples = {}
+    for pod, waiting in values["waiting"].items():
+        if pod and pod in values["running"]:
+            kv = values["kv"].get(pod)
+            samples[pod] = ReplicaSample(
+                waiting=max(0.0, waiting),
+                running=max(0.0, values["running"][pod]),
+                kv_cache_usage=None if kv is None else min(1.0, max(0.0, kv)),
+                completion_rate=values["rate"].get(pod),
+            )
+    return samples, None
+
+
+def samples_from_pods(pods: list[dict[str, Any]], port: int, vllm_version: str) -> SampleResult:
+    """Scrape each Ready pod's /metrics directly (a shorter reaction than Prometheus)."""
+    names = metric_names(vllm_version)
+    samples: dict[str, ReplicaSample] = {}
+    errors: list[str] = []
+    for pod in pods:
+        ip = (pod.get("status") or {}).get("podIP")
+        name = pod["metadata"]["name"]
+        if not ip:
+            continue
+        try:
+            text = requests.get(f"http://{ip}:{port}/metrics", timeout=2).text
+        except requests.RequestException as err:
+            errors.append(f"{name}: {err}")
+            continue
+        gauges: dict[str, float] = {}
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                gauges[sample.name] = gauges.get(sample.name, 0.0) + float(sample.value)
+        if names.num_requests_waiting not in gauges:
+            errors.append(f"{name}: no {names.num_requests_waiting}")
+            continue
+        kv = gauges.get(names.kv_cache_usage)
+        samples[name] = ReplicaSample(
+            waiting=gauges[names.num_requests_waiting],
+            running=gauges.get(names.num_requests_running, 0.0),
+            kv_cache_usage=None if kv is None else min(1.0, max(0.0, kv)),
+        )
+    if not samples and errors:
+        return None, "; ".join(errors)[:500]
+    return samples, None

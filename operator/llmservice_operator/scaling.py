@@ -1,0 +1,93 @@
+"""One autoscaling evaluation for a service, in operator mode (pure).
+
+The reconcile gathers samples (adapters/scaling_metrics.py) and calls :func:`evaluate`; the
+answer is the total replica count for the rollout machine to share between revisions, and the
+`status.autoscaling` to write. Evaluations happen every `evaluationIntervalSeconds`; between
+them the last desired count stands.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from .api.spec import ScalingSpec
+from .api.status import AutoscalingStatus
+from .autoscale import (
+    PolicyConfig,
+    ReplicaSample,
+    ScalingInputs,
+    decide,
+    history_from_status,
+)
+from .conditions import rfc3339
+
+__all__ = ["ScalingOutcome", "evaluation_due", "evaluate", "pod_counts"]
+
+
+@dataclass(frozen=True)
+class ScalingOutcome:
+    total: int
+    status: AutoscalingStatus
+    degraded_reason: str | None
+
+
+def evaluation_due(status: AutoscalingStatus | None, spec: ScalingSpec, now: datetime) -> bool:
+    if status is None or status.last_evaluation_time is None:
+        return True
+    last = datetime.fromisoformat(status.last_evaluation_time.replace("Z", "+00:00"))
+    return (now - last).total_seconds() >= spec.evaluation_interval_seconds
+
+
+def _ready(pod: dict[str, Any]) -> bool:
+    return any(
+        c.get("type") == "Ready" and c.get("status") == "True"
+        for c in (pod.get("status") or {}).get("conditions") or []
+    )
+
+
+def pod_counts(pods: list[dict[str, Any]]) -> tuple[list[str], int]:
+    """(names of Ready pods, pods started but not Ready), terminating pods excluded."""
+    ready: list[str] = []
+    loading = 0
+    for pod in pods:
+        if pod.get("metadata", {}).get("deletionTimestamp"):
+            continue
+        if _ready(pod):
+            ready.append(pod["metadata"]["name"])
+        elif (pod.get("status") or {}).get("phase") in ("Pending", "Running"):
+            loading += 1
+    return ready, loading
+
+
+def evaluate(
+    spec: ScalingSpec,
+    max_num_seqs: int,
+    previous: AutoscalingStatus | None,
+    pods: list[dict[str, Any]],
+    samples: dict[str, ReplicaSample] | None,
+    metrics_error: str | None,
+    now: datetime,
+) -> ScalingOutcome:
+    """Decide the total replicas from the Ready pods' samples (None: metrics unavailable)."""
+    ready, loading = pod_counts(pods)
+    current = previous.desired_replicas if previous is not None else spec.min_replicas
+    current = max(spec.min_replicas, min(spec.max_replicas, current))
+    per_pod = None if samples is None else [samples[n] for n in ready if n in samples]
+    inputs = ScalingInputs(
+        now=now.timestamp(),
+        ready=len(ready),
+        loading=loading,
+        current=current,
+        samples=per_pod,
+        history=history_from_status(previous),
+    )
+    decision = decide(PolicyConfig.from_spec(spec, max_num_seqs), inputs)
+    reason = None
+    if decision.degraded:
+        reason = metrics_error or "no metrics from the Ready replicas"
+    status = decision.to_status().model_copy(
+        update={"last_evaluation_time": rfc3339(now), "degraded_reason": reason}
+    )
+    return ScalingOutcome(decision.desired_replicas, status, reason)
