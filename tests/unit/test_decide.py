@@ -1,0 +1,107 @@
+"""decide(): one reconcile's decision from a snapshot (pure), and the status merge patch."""
+
+from __future__ import annotations
+
+import copy
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from llmservice_operator.decide import Snapshot, decide
+from llmservice_operator.reconcile import merge_patch
+from llmservice_operator.sizing import load_catalog
+
+ROOT = Path(__file__).parents[2]
+NOW = datetime(2026, 11, 30, 12, 0, 0, tzinfo=UTC)
+CATALOG = load_catalog()
+
+
+def _body(example: str = "llama-3.1-8b.yaml") -> dict[str, Any]:
+    body: dict[str, Any] = yaml.safe_load((ROOT / "examples" / example).read_text())
+    body["metadata"].update({"uid": "u-1", "generation": 1})
+    return body
+
+
+def _snapshot(body: dict[str, Any], owned: dict[tuple[str, str], Any] | None = None) -> Snapshot:
+    return Snapshot(
+        body=body,
+        owned=owned or {},
+        pods=[],
+        secrets={"hf-token": {"token"}},
+    )
+
+
+def test_first_reconcile_creates_owned_objects_and_reports_sizing() -> None:
+    decision = decide(_snapshot(_body()), CATALOG, NOW, "http://prom:9090")
+    kinds = sorted(o["kind"] for o in decision.apply)
+    assert kinds == ["Deployment", "NetworkPolicy", "PodDisruptionBudget", "Service"]
+    for obj in decision.apply:
+        [owner] = obj["metadata"]["ownerReferences"]
+        assert owner["uid"] == "u-1" and owner["controller"] is True
+    assert "replicas" not in decision.apply[0]["spec"]  # operator mode: one writer
+    status = decision.status
+    assert status["sizing"]["gpuType"] == "L4"
+    assert status["sizing"]["gpusPerReplica"] == 2
+    assert status["phase"] == "Progressing"
+    assert status["revisions"]["stable"] in decision.apply[0]["metadata"]["name"]
+    conds = {c["type"]: c for c in status["conditions"]}
+    assert conds["Sized"]["status"] == "True" and "2x L4" in conds["Sized"]["message"]
+    assert conds["InvalidSpec"]["status"] == "False"
+    assert [e.reason for e in decision.events] == ["Sized"]
+
+
+def test_missing_secret_is_invalid_spec_and_touches_nothing() -> None:
+    body = _body()
+    snapshot = Snapshot(
+        body=body,
+        owned={("Deployment", "x"): {}},
+        pods=[],
+        secrets={
+            "hf-token": None,
+        },
+    )
+    decision = decide(snapshot, CATALOG, NOW, "")
+    assert decision.apply == [] and decision.delete == [] and decision.scale == {}
+    assert decision.status["phase"] == "InvalidSpec"
+    [cond] = [c for c in decision.status["conditions"] if c["type"] == "InvalidSpec"]
+    assert "Secret 'hf-token' does not exist" in cond["message"]
+    assert decision.events[0].type == "Warning"
+
+
+def test_model_that_does_not_fit_names_what_to_change() -> None:
+    body = _body()
+    body["spec"]["model"]["id"] = "meta-llama/Llama-3.1-70B-Instruct"
+    body["spec"]["resources"] = {"gpu": "L4", "minConcurrency": 64}
+    body["spec"]["engine"]["maxModelLen"] = 131072
+    decision = decide(_snapshot(body), CATALOG, NOW, "")
+    conds = {c["type"]: c for c in decision.status["conditions"]}
+    assert conds["Sized"]["status"] == "False"
+    assert "L4" in conds["InvalidSpec"]["message"]
+    assert decision.apply == []
+
+
+def test_unknown_model_without_architecture_asks_for_the_override() -> None:
+    body = _body()
+    body["spec"]["model"]["id"] = "acme/secret-model"
+    decision = decide(_snapshot(body), CATALOG, NOW, "")
+    [cond] = [c for c in decision.status["conditions"] if c["type"] == "InvalidSpec"]
+    assert "spec.model.architecture" in cond["message"]
+
+
+def test_second_reconcile_with_same_state_changes_nothing() -> None:
+    body = _body()
+    first = decide(_snapshot(body), CATALOG, NOW, "")
+    stored = copy.deepcopy(body)
+    stored["status"] = merge_patch({}, first.status)
+    again = decide(_snapshot(stored), CATALOG, NOW, "")
+    assert merge_patch(stored["status"], again.status) == {}
+    assert again.events == []
+
+
+def test_merge_patch_nulls_only_what_exists() -> None:
+    current = {"a": 1, "b": {"c": 2, "d": 3}, "e": [1]}
+    desired = {"a": 1, "b": {"c": 2, "d": None}, "e": [1, 2], "f": None}
+    assert merge_patch(current, desired) == {"b": {"d": None}, "e": [1, 2]}
+    assert merge_patch(current, {"a": 1, "b": {"c": 2, "d": 3}, "e": [1]}) == {}
