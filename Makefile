@@ -28,6 +28,7 @@ install-system: ## Debian packages: Prometheus (scrapes the simulator pods), ope
 
 tools: install-python ## real control-plane binaries, built once from the Go module proxy into ~/.cache
 	bash hack/build-binaries.sh
+	bash hack/fetch-crds.sh
 
 lint: install-python
 	$(BIN)/ruff check operator tests
