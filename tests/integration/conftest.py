@@ -122,3 +122,7 @@ def kube_api_client(cluster: ClusterInfo) -> Any:
     from kubernetes import config
 
     return config.new_client_from_config(config_file=str(cluster.kubeconfig))  # type: ignore[no-untyped-call]
+
+
+# The real operator as a subprocess (see operator_fixtures.py), for every integration module.
+from .operator_fixtures import crd_installed, operators  # noqa: E402, F401

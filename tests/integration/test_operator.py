@@ -10,13 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from .operator_fixtures import (  # noqa: F401 - fixtures are used by name
-    ROOT,
-    OperatorFactory,
-    crd_installed,
-    operators,
-    wait_for,
-)
+from .operator_fixtures import ROOT, OperatorFactory, wait_for
 
 EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
 

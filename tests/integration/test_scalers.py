@@ -1,0 +1,99 @@
+"""hpa / keda modes and Gateway API routing render objects the real API server accepts
+(KEDA's and Gateway API's CRDs come from their Go modules, see hack/fetch-crds.sh)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .operator_fixtures import ROOT, OperatorFactory, wait_for
+from .test_operator import _apply, _example, _secrets
+
+
+@pytest.fixture(scope="session")
+def third_party_crds(cluster: Any, kubectl: Any) -> None:
+    out = (
+        subprocess.run(
+            ["bash", str(ROOT / "hack" / "fetch-crds.sh")],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        .stdout.strip()
+        .splitlines()[-1]
+    )
+    for crd in sorted(Path(out).glob("*.yaml")):
+        kubectl("apply", "--server-side", "-f", str(crd))
+    for name in ("scaledobjects.keda.sh", "httproutes.gateway.networking.k8s.io"):
+        kubectl("wait", "--for=condition=Established", f"crd/{name}", "--timeout=60s")
+
+
+def _replicas_managers(dep: dict[str, Any]) -> set[str]:
+    managers = set()
+    for entry in dep["metadata"].get("managedFields") or []:
+        if "f:replicas" in json.dumps(entry.get("fieldsV1", {}).get("f:spec", {})):
+            managers.add(entry["manager"])
+    return managers
+
+
+@pytest.mark.parametrize(
+    ("mode", "kind"), [("hpa", "horizontalpodautoscaler"), ("keda", "scaledobject")]
+)
+def test_scaler_modes_render_accepted_objects_and_leave_replicas_alone(
+    mode: str,
+    kind: str,
+    namespace: str,
+    kubectl: Any,
+    kubectl_json: Any,
+    operators: OperatorFactory,
+    third_party_crds: None,
+) -> None:
+    operators.start(namespace)
+    doc = _example(ROOT / "examples" / "mixtral-8x7b-fp8.yaml", namespace)
+    doc["spec"]["scaling"]["mode"] = mode
+    _apply(kubectl, doc)
+    scaler = wait_for(f"{kind} created", lambda: kubectl_json("-n", namespace, kind, "mixtral"), 60)
+    [dep] = wait_for(
+        "deployment",
+        lambda: kubectl_json("-n", namespace, "deployments", "--show-managed-fields")["items"],
+        60,
+    )
+    target = scaler["spec"]["scaleTargetRef"]["name"]
+    assert target == dep["metadata"]["name"]
+    assert "llmservice-operator" not in _replicas_managers(dep)
+    assert "llmservice-autoscaler" not in _replicas_managers(dep)
+    if mode == "hpa":
+        metric = scaler["spec"]["metrics"][0]["pods"]["metric"]["name"]
+        assert metric == "vllm:num_requests_waiting"
+        assert scaler["spec"]["behavior"]["scaleDown"]["stabilizationWindowSeconds"] == 600
+    else:
+        trigger = scaler["spec"]["triggers"][0]
+        assert trigger["type"] == "prometheus"
+        assert "vllm:num_requests_waiting" in trigger["metadata"]["query"]
+
+
+def test_gateway_parent_renders_an_accepted_httproute(
+    namespace: str,
+    kubectl: Any,
+    kubectl_json: Any,
+    operators: OperatorFactory,
+    third_party_crds: None,
+) -> None:
+    operators.start(namespace)
+    _secrets(kubectl, namespace)
+    doc = _example(ROOT / "examples" / "llama-3.1-8b.yaml", namespace)
+    doc["spec"]["rollout"] = {"gatewayParentRef": {"name": "inference-gateway"}}
+    _apply(kubectl, doc)
+    route = wait_for(
+        "HTTPRoute created", lambda: kubectl_json("-n", namespace, "httproute", "llama-8b"), 60
+    )
+    assert route["spec"]["parentRefs"] == [
+        {"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": "inference-gateway"}
+    ]
+    [rule] = route["spec"]["rules"]
+    assert rule["backendRefs"][0]["name"] == "llama-8b"
+    assert rule["backendRefs"][0]["weight"] == 100
