@@ -362,7 +362,7 @@ class Runner:
 
     # ------------------------------------------------------------------ Kubernetes
     def _read_node(self, name: str) -> Any:
-        return _json(self._api.read_node(name, _preload_content=False))
+        return _json(self._api.read_node(name, _preload_content=False, _request_timeout=10))
 
     def _watch_thread(
         self, loop: asyncio.AbstractEventLoop, queue: asyncio.Queue[tuple[str, Any]]
@@ -418,6 +418,7 @@ class Runner:
                 launch.namespace,
                 body,
                 _preload_content=False,
+                _request_timeout=10,
             )
         except ApiException as exc:
             if exc.status not in (404, 409, 422):  # gone, or a new pod of the same name
