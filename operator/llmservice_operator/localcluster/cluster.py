@@ -584,21 +584,24 @@ class LocalCluster:
             exe = _exe(state, component) if state is not None else None
             if pid is not None and exe is not None and _pid_alive(pid, exe):
                 pids.append((component, pid))
-        for _, pid in pids:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGTERM)
         deadline = time.monotonic() + grace
-        for component, pid in pids:
-            exe = _exe(state, component) if state is not None else None
-            while exe is not None and time.monotonic() < deadline:
-                _reap(pid)
-                if not _pid_alive(pid, exe):
-                    break
-                time.sleep(0.1)
-            else:
+        # etcd last: a kube-apiserver whose etcd is gone does not finish its graceful
+        # shutdown and would sit out the whole grace period.
+        for wave in ([p for p in pids if p[0] != "etcd"], [p for p in pids if p[0] == "etcd"]):
+            for _, pid in wave:
                 with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGKILL)
-                _reap(pid)
+                    os.kill(pid, signal.SIGTERM)
+            for component, pid in wave:
+                exe = _exe(state, component) if state is not None else None
+                while exe is not None and time.monotonic() < deadline:
+                    _reap(pid)
+                    if not _pid_alive(pid, exe):
+                        break
+                    time.sleep(0.1)
+                else:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, signal.SIGKILL)
+                    _reap(pid)
         for proc in self._procs.values():
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=5)
