@@ -30,12 +30,7 @@ from llmservice_operator.vllm.metrics import (
     metric_names,
 )
 
-from .operator_fixtures import (  # noqa: F401 - fixtures are used by name
-    OperatorFactory,
-    crd_installed,
-    operators,
-    wait_for,
-)
+from .operator_fixtures import OperatorFactory, wait_for
 
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
 PROMPT_TOKENS = 512
@@ -156,6 +151,18 @@ def p99(histogram: str, selector: str, since: float | None = None) -> str:
     return f"histogram_quantile(0.99, {buckets})"
 
 
+class Steps:
+    """Prints how long each phase took (pytest shows it when a test fails)."""
+
+    def __init__(self) -> None:
+        self.t0 = self.last = time.monotonic()
+
+    def __call__(self, what: str) -> None:
+        now = time.monotonic()
+        print(f"[{now - self.t0:6.1f}s] +{now - self.last:5.1f}s {what}")
+        self.last = now
+
+
 def wait_scraped(cluster: ClusterInfo, selector: str, count: int) -> float:
     """Wait until Prometheus has scraped ``count`` TTFT observations; the scrape time."""
     promql = f"sum(vllm:time_to_first_token_seconds_count{{{selector}}})"
@@ -175,14 +182,16 @@ def test_live_pods_are_scraped_and_loaded(
     namespace: str,
     kubectl: Any,
     kubectl_json: Any,
-    operators: OperatorFactory,  # noqa: F811
+    operators: OperatorFactory,
 ) -> None:
     """Apply an LLMService: its pods become live simulators, Prometheus scrapes each Ready pod
     with vLLM's metrics, load below and above capacity shows in the queue and TTFT, the
     client's TTFT p99 matches PromQL's, and scaled-down or deleted pods leave no target."""
+    step = Steps()
     operators.start(namespace, LLMSERVICE_PROMETHEUS_URL=cluster.prometheus_url)
     apply(kubectl, llmservice("chat", namespace, replicas=2, gpu="L4"))
     wait_for("chat Available", lambda: available(kubectl_json, namespace, "chat"), 120)
+    step("chat Available")
 
     # Live pods: two Ready pods, each with a ready simulator on its IP, each scraped.
     ready = {p["metadata"]["name"]: p for p in pods(kubectl_json, namespace, "chat") if is_ready(p)}
@@ -204,6 +213,8 @@ def test_live_pods_are_scraped_and_loaded(
         revision = ready[name]["metadata"]["labels"]["llmservice.dev/revision"]
         assert target["labels"]["revision"] == revision
         assert target["scrapeUrl"] == f"http://{ready[name]['status']['podIP']}:8000/metrics"
+
+    step("targets up")
 
     # vLLM's metric families, types and labels, as Prometheus stored them.
     selector = f'namespace="{namespace}",llmservice="chat"'
@@ -232,12 +243,15 @@ def test_live_pods_are_scraped_and_loaded(
     with PodTargets.from_kubeconfig("chat", namespace, str(cluster.kubeconfig)) as source:
         assert len(source.wait_ready(30, minimum=2)) == 2
 
+        step("metrics checked")
         # Below capacity (~1/5 of it): nothing queues longer than one engine step.
         started = time.time()
         calm = load(cluster, source, rate=1.2, duration=120)
         assert calm.completed == calm.requests >= 120
         assert all(c.requests > 0.3 * calm.requests for c in calm.per_target.values())
+        step("calm load sent")
         t_calm = wait_scraped(cluster, selector, calm.completed)
+        step("calm load scraped")
         window = f"{int(t_calm - started) + 2}s"
         calm_waiting = value(
             cluster, f"max(max_over_time(vllm:num_requests_waiting{{{selector}}}[{window}]))"
@@ -256,7 +270,9 @@ def test_live_pods_are_scraped_and_loaded(
         # Above capacity (2.5x, open loop): the queue builds and TTFT p99 grows.
         burst = load(cluster, source, rate=15.0, duration=20)
         assert burst.completed == burst.requests
+        step("burst load sent")
         t_burst = wait_scraped(cluster, selector, calm.completed + burst.completed)
+        step("burst load scraped")
         window = f"{int(t_burst - t_calm) + 1}s"
         burst_waiting = value(
             cluster, f"max(max_over_time(vllm:num_requests_waiting{{{selector}}}[{window}]))"
@@ -279,6 +295,7 @@ def test_live_pods_are_scraped_and_loaded(
             "-p", json.dumps({"spec": {"scaling": {"minReplicas": 1, "maxReplicas": 1}}}),
         )  # fmt: skip
         wait_for("one pod left", lambda: len(pods(kubectl_json, namespace, "chat")) == 1, 60)
+        step("scaled down")
         [kept] = pods(kubectl_json, namespace, "chat")
         gone = set(ready) - {kept["metadata"]["name"]}
         wait_for(
@@ -292,12 +309,14 @@ def test_live_pods_are_scraped_and_loaded(
             timeout=30,
         )
         wait_for("the load targets to follow", lambda: len(source.refresh()) == 1, 30)
+        step("scaled-down pod unscraped")
 
     # Delete the LLMService: no pod, no simulator, no target.
     kubectl("-n", namespace, "delete", "llmservice", "chat", "--wait=false")
     wait_for("pods gone", lambda: not pods(kubectl_json, namespace, "chat"), 60)
     wait_for("simulators gone", lambda: not runner_pods(cluster, namespace), 30)
     wait_for("targets gone", lambda: not scraped_pods(cluster, namespace, "chat"), 30)
+    step("deleted: no pods, simulators or targets")
 
 
 def test_faults_errors_and_never_ready(
@@ -305,7 +324,7 @@ def test_faults_errors_and_never_ready(
     namespace: str,
     kubectl: Any,
     kubectl_json: Any,
-    operators: OperatorFactory,  # noqa: F811
+    operators: OperatorFactory,
 ) -> None:
     """A pod with the error fault fails the share of requests asked (client and Prometheus
     agree); a pod that never becomes ready stays unready in Kubernetes: Deployment
