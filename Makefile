@@ -24,7 +24,6 @@ install-system: ## Debian packages: Prometheus (scrapes the simulator pods), ope
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus openssl >/dev/null; \
 	fi
 	@-systemctl disable --now prometheus >/dev/null 2>&1 || true
-	@-pkill -x prometheus >/dev/null 2>&1 || true
 
 tools: install-python ## real control-plane binaries, built once from the Go module proxy into ~/.cache
 	bash hack/build-binaries.sh

@@ -61,11 +61,11 @@ class ModelSource(ApiModel):
         json_schema_extra={
             "x-kubernetes-validations": [
                 cel(
-                    "self.type != 'pvc' || has(self.claimName)",
+                    "!has(self.type) || self.type != 'pvc' || has(self.claimName)",
                     "source.type pvc needs source.claimName (the PVC holding the weights)",
                 ),
                 cel(
-                    "self.type != 'uri' || has(self.uri)",
+                    "!has(self.type) || self.type != 'uri' || has(self.uri)",
                     "source.type uri needs source.uri (for example s3://bucket/path)",
                 ),
             ]
@@ -182,8 +182,8 @@ class ResourcesSpec(ApiModel):
         json_schema_extra={
             "x-kubernetes-validations": [
                 cel(
-                    "self.gpu == 'auto' || !has(self.allowedGPUs) || size(self.allowedGPUs) == 0 "
-                    "|| self.gpu in self.allowedGPUs",
+                    "!has(self.gpu) || self.gpu == 'auto' || !has(self.allowedGPUs) "
+                    "|| size(self.allowedGPUs) == 0 || self.gpu in self.allowedGPUs",
                     "resources.gpu must be 'auto' or one of resources.allowedGPUs",
                 )
             ]
@@ -237,11 +237,13 @@ class ScalingSpec(ApiModel):
         json_schema_extra={
             "x-kubernetes-validations": [
                 cel(
-                    "self.minReplicas <= self.maxReplicas",
+                    "!has(self.minReplicas) || !has(self.maxReplicas) "
+                    "|| self.minReplicas <= self.maxReplicas",
                     "scaling.minReplicas must not exceed scaling.maxReplicas",
                 ),
                 cel(
-                    "self.minReplicas > 0 || self.mode == 'operator' || self.mode == 'keda'",
+                    "!has(self.minReplicas) || self.minReplicas > 0 || !has(self.mode) "
+                    "|| self.mode == 'operator' || self.mode == 'keda'",
                     "scaling.minReplicas 0 (scale to zero) needs mode operator or keda",
                 ),
             ]
@@ -372,11 +374,13 @@ class RolloutSpec(ApiModel):
         json_schema_extra={
             "x-kubernetes-validations": [
                 cel(
+                    "!has(self.steps) || "
                     "self.steps.filter(s, has(s.setWeight)).map(s, s.setWeight).isSorted()",
                     "canary setWeight steps must never decrease (e.g. 10, 50, 100)",
                 ),
                 cel(
-                    "self.strategy != 'blueGreen' || !self.steps.exists(s, has(s.setWeight))",
+                    "!has(self.steps) || !has(self.strategy) || self.strategy != 'blueGreen' "
+                    "|| !self.steps.exists(s, has(s.setWeight))",
                     "blueGreen rollouts switch all traffic at once: remove the setWeight steps",
                 ),
             ]

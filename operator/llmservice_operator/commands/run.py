@@ -51,7 +51,8 @@ def run(args: argparse.Namespace) -> int:
     logging.basicConfig(level=settings.log_level, handlers=[handler], force=True)
 
     metrics = OperatorMetrics.create()
-    start_http_server(settings.metrics_port, registry=metrics.registry)
+    if settings.metrics_port:
+        start_http_server(settings.metrics_port, registry=metrics.registry)
     if settings.leader_election and not args.no_leader_election:
         identity = settings.identity or f"{socket.gethostname()}-{os.getpid()}"
         elector = LeaseElector(
@@ -72,6 +73,9 @@ def run(args: argparse.Namespace) -> int:
         standalone=True,
         clusterwide=not namespaces,
         namespaces=namespaces,
-        liveness_endpoint=f"http://0.0.0.0:{settings.health_port}/healthz",
+        # Port 0 turns the endpoint off (kopf would read it as its default, 80).
+        liveness_endpoint=(
+            f"http://0.0.0.0:{settings.health_port}/healthz" if settings.health_port else None
+        ),
     )
     return 0
