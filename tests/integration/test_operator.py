@@ -302,10 +302,17 @@ def test_operator_health_and_metrics_endpoints(
             return body
 
     assert wait_for("/healthz", lambda: get(health, "/healthz"), 30) is not None
-    text = wait_for(
-        "reconcile metrics", lambda: (t := get(metrics, "/metrics")) and
-        "llmservice_reconciles_total" in t and t, 30,
+    expected = (
+        "llmservice_reconciles_total",
+        "llmservice_reconcile_duration_seconds_bucket",
+        "llmservice_managed_services 1.0",
+        "llmservice_reconcile_errors_total",
     )
-    assert "llmservice_reconcile_duration_seconds_bucket" in text
-    assert "llmservice_managed_services 1.0" in text
-    assert "llmservice_reconcile_errors_total" in text
+
+    def scraped() -> str | None:
+        text = get(metrics, "/metrics")
+        missing = [e for e in expected if e not in text]
+        assert not missing, f"missing {missing} in:\n{text[-1500:]}"
+        return text
+
+    wait_for("operator metrics", scraped, 60)
