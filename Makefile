@@ -30,12 +30,13 @@ tools: install-python ## real control-plane binaries, built once from the Go mod
 	bash hack/fetch-crds.sh
 
 lint: install-python
-	$(BIN)/ruff check operator tests
-	$(BIN)/ruff format --check operator tests
+	$(BIN)/ruff check operator tests benchmarks hack
+	$(BIN)/ruff format --check operator tests benchmarks hack
 	$(BIN)/lint-imports
 
 typecheck: install-python
 	$(BIN)/mypy
+	$(BIN)/mypy benchmarks hack/demo.py
 
 test: lint typecheck check-crds test-unit test-integration
 
@@ -66,8 +67,10 @@ cluster-down: install-python
 demo: install-python install-system tools ## the local control plane, the operator and an example
 	$(BIN)/python hack/demo.py
 
-bench: install-python
+bench: install-python ## printed figures: autoscaling policies, control-plane scale, rollback time
 	$(BIN)/python -m benchmarks.autoscale
+	$(BIN)/python -m benchmarks.operator_scale
+	$(BIN)/python -m benchmarks.rollback
 
 test-vllm-flags: install-python ## opt-in: check rendered flags against vLLM's own parser (~9 GB)
 	$(BIN)/pip install --quiet 'vllm==0.33.0'

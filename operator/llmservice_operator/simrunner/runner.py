@@ -39,6 +39,7 @@ from ..render.labels import SERVICE
 from ._child import PARENT_ENV
 from .discovery import target_groups
 from .podspec import (
+    READY_ANNOTATION,
     RESTARTS_ANNOTATION,
     SIM_ENV_PREFIX,
     SimLaunch,
@@ -54,6 +55,10 @@ log = logging.getLogger("llmservice.simrunner")
 _BACKOFF_BASE_S = 10.0
 _BACKOFF_MAX_S = 300.0
 _WATCH_ERRORS = (ApiException, urllib3.exceptions.HTTPError, OSError, ValueError, KeyError)
+
+
+#: Pod env var (LLMSERVICE_SIM_* are passed through): "1" marks the pod Ready with no process.
+NO_PROCESS_ENV = "LLMSERVICE_SIM_NO_PROCESS"
 
 
 @dataclass(frozen=True)
@@ -324,6 +329,11 @@ class Runner:
                 self._stop(uid)
             return
         annotations = meta.get("annotations") or {}
+        if launch.env.get(NO_PROCESS_ENV) == "1":
+            # Benchmarks of the control plane alone: Ready without a simulator process.
+            if annotations.get(READY_ANNOTATION) != "true":
+                await self.patch_annotations(launch, {READY_ANNOTATION: "true"})
+            return
         if existing is None:
             self.sims[uid] = PodSim(self, launch, annotations)
         else:
