@@ -40,6 +40,8 @@ def main() -> int:
         [sys.executable, "-m", "llmservice_operator", "run", "--no-leader-election"],
         env={
             **env,
+            "LLMSERVICE_NAMESPACES": "default",
+            "LLMSERVICE_PROMETHEUS_URL": info.prometheus_url,
             "LLMSERVICE_RECONCILE_INTERVAL_SECONDS": "2",
             "LLMSERVICE_HEALTH_PORT": "0",
             "LLMSERVICE_METRICS_PORT": "0",
@@ -73,9 +75,13 @@ def main() -> int:
         print(kubectl("get", "llms"))
         print(kubectl("get", "deployments,pods,services", "-l", "llmservice.dev/service=llama-8b"))
         print("sizing:", json.dumps(obj["status"]["sizing"], indent=2))
-        print(f"demo done in {time.monotonic() - started:.0f}s. The cluster stays up:")
+        print(f"demo done in {time.monotonic() - started:.0f}s. The cluster stays up (the demo's")
+        print("operator stops now); to go on, e.g. with docs/rollouts.md's walkthrough:")
         print(f"  export KUBECONFIG={info.kubeconfig} PATH={info.bin_dir}:$PATH")
-        print("  make cluster-down    # stops it")
+        print(f"  LLMSERVICE_NAMESPACES=default LLMSERVICE_PROMETHEUS_URL={info.prometheus_url} \\")
+        print("    .venv/bin/llmservice run --no-leader-election &      # the operator")
+        print(f"  Prometheus: {info.prometheus_url}   simulator pods: {info.simrunner_url}/pods")
+        print("  make cluster-down    # stops everything")
         return 0
     finally:
         operator.terminate()
