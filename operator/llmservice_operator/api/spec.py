@@ -260,6 +260,15 @@ class ScalingSpec(ApiModel):
         default=None, gt=0, description="Waiting requests per ready replica; derived if unset."
     )
     kv_cache_usage_ceiling: float = Field(default=0.9, gt=0, le=1)
+    target_utilization: float | None = Field(
+        default=None,
+        gt=0,
+        le=1,
+        description=(
+            "Share of a full replica's throughput to plan for (headroom for bursts while new "
+            "replicas load); unset uses the policy's default (docs/autoscaling.md)."
+        ),
+    )
     evaluation_interval_seconds: int = Field(default=15, ge=1, le=600)
     metrics_source: Literal["prometheus", "pods"] = "prometheus"
     scale_up: ScalingBehavior = Field(default_factory=ScalingBehavior)
