@@ -58,15 +58,7 @@ def main() -> int:
     info = LocalCluster().up()
     env = {**os.environ, "KUBECONFIG": str(info.kubeconfig)}
 
-    def kubectl(*argv: str, stdin: str | None = None) -> str:
-        return subprocess.run(
-            [str(info.kubectl), *argv],
-            env=env,
-            input=stdin,
-            text=True,
-            capture_output=True,
-            check=True,
-        ).stdout
+    kubectl = info.run_kubectl
 
     namespace = f"bench-{uuid.uuid4().hex[:6]}"
     kubectl("apply", "--server-side", "-f", str(ROOT / "crds" / "llmservice.yaml"))

@@ -21,15 +21,7 @@ def main() -> int:
     info = LocalCluster().up()
     env = {**os.environ, "KUBECONFIG": str(info.kubeconfig)}
 
-    def kubectl(*args: str, stdin: str | None = None) -> str:
-        return subprocess.run(
-            [str(info.kubectl), *args],
-            env=env,
-            input=stdin,
-            text=True,
-            capture_output=True,
-            check=True,
-        ).stdout
+    kubectl = info.run_kubectl
 
     print("==> CRD")
     kubectl("apply", "--server-side", "-f", str(ROOT / "crds" / "llmservice.yaml"))

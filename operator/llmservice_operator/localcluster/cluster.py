@@ -105,6 +105,17 @@ class ClusterInfo:
         env["PATH"] = f"{self.bin_dir}{os.pathsep}{env.get('PATH', '')}"
         return env
 
+    def run_kubectl(self, *args: str, stdin: str | None = None) -> str:
+        """Run the pinned kubectl against this cluster; its stdout (raises when it fails)."""
+        return subprocess.run(
+            [str(self.kubectl), *args],
+            env=self.env(),
+            input=stdin,
+            text=True,
+            capture_output=True,
+            check=True,
+        ).stdout
+
 
 def default_state_dir() -> Path:
     """``$LLMSERVICE_CLUSTER_DIR`` or ``<cache>/cluster``."""
