@@ -214,6 +214,20 @@ def test_local_config_is_the_production_job_with_runner_discovery() -> None:
     assert job["scrape_interval"] == "1s" and "kubernetes_sd_configs" not in job
 
 
+def test_local_config_can_keep_to_some_namespaces() -> None:
+    config = yaml.safe_load(
+        prometheus_config(runner_url="http://127.0.0.1:9", interval="1s", namespaces=["a", "b"])
+    )
+    [job] = config["scrape_configs"]
+    keep, *rest = job["relabel_configs"]
+    assert keep == {
+        "source_labels": ["__meta_kubernetes_namespace"],
+        "regex": "a|b",
+        "action": "keep",
+    }
+    assert rest == scrape_job()["relabel_configs"]
+
+
 def test_podmonitor_keeps_the_same_labels() -> None:
     text = (ROOT / "charts/llmservice-operator/templates/podmonitor.yaml").read_text()
     pairs = set(re.findall(r"sourceLabels: \[(\w+)\], targetLabel: (\w+)", text))

@@ -9,17 +9,23 @@ port, as Prometheus's pod role builds them) on ``/sd`` for ``http_sd_configs``; 
 rules that follow are the production ones, unchanged.
 
 :func:`scrape_job` builds the job; :func:`query` and :func:`targets` are small read helpers for
-tests and the demo.
+tests and the demo; :class:`PrometheusServer` is a second Prometheus a test can stop and start.
 """
 
 from __future__ import annotations
 
 import json
 import shutil
+import signal
+import socket
+import subprocess
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Sequence
 from pathlib import Path
+from types import TracebackType
 from typing import Any
 
 import yaml
@@ -27,6 +33,7 @@ import yaml
 __all__ = [
     "JOB_NAME",
     "PrometheusError",
+    "PrometheusServer",
     "find_prometheus",
     "kubernetes_sd",
     "runner_sd",
@@ -130,14 +137,23 @@ def _seconds(duration: str) -> float:
     raise ValueError(f"{duration!r} is not a Prometheus duration such as 1s or 15s")
 
 
-def prometheus_config(*, runner_url: str, interval: str = DEFAULT_SCRAPE_INTERVAL) -> str:
-    """prometheus.yml for the local cluster (targets from the simulator runner)."""
+def prometheus_config(
+    *, runner_url: str, interval: str = DEFAULT_SCRAPE_INTERVAL, namespaces: Sequence[str] = ()
+) -> str:
+    """prometheus.yml for the local cluster (targets from the simulator runner); with
+    ``namespaces``, only the pods of those namespaces are scraped."""
     _seconds(interval)
+    job = scrape_job(interval=interval, discovery=runner_sd(runner_url, interval))
+    if namespaces:
+        keep = {
+            "source_labels": ["__meta_kubernetes_namespace"],
+            "regex": "|".join(namespaces),
+            "action": "keep",
+        }
+        job["relabel_configs"].insert(0, keep)
     config = {
         "global": {"scrape_interval": interval, "evaluation_interval": interval},
-        "scrape_configs": [
-            scrape_job(interval=interval, discovery=runner_sd(runner_url, interval))
-        ],
+        "scrape_configs": [job],
     }
     return yaml.safe_dump(config, sort_keys=False)
 
@@ -151,6 +167,105 @@ def prometheus_args(config_file: Path, data_dir: Path, port: int) -> list[str]:
         "--web.enable-lifecycle",
         "--log.level=warn",
     ]
+
+
+class PrometheusServer:
+    """A Prometheus of one's own next to the cluster's: the same scrape job (kept to
+    ``namespaces``), its own port and data directory, stopped and started at will.
+
+    For tests of a Prometheus outage: stopping the cluster's Prometheus would also blind every
+    other test using the cluster meanwhile. The port stays the same across restarts (the URL
+    handed to an operator keeps working) and so does the data (the TSDB replays its WAL).
+    """
+
+    def __init__(
+        self,
+        data_dir: Path,
+        *,
+        runner_url: str,
+        namespaces: Sequence[str] = (),
+        interval: str = DEFAULT_SCRAPE_INTERVAL,
+    ) -> None:
+        self.data_dir = data_dir
+        self.port = _free_port()
+        self._config = prometheus_config(
+            runner_url=runner_url, interval=interval, namespaces=namespaces
+        )
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def log(self) -> Path:
+        return self.data_dir / "prometheus.log"
+
+    def running(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def start(self, timeout: float = 60) -> None:
+        """Start (or restart) it and wait until it is ready."""
+        if self.running():
+            return
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        config = self.data_dir / "prometheus.yml"
+        config.write_text(self._config)
+        args = prometheus_args(config, self.data_dir / "tsdb", self.port)
+        with self.log.open("ab") as log:
+            self._proc = subprocess.Popen(
+                [str(find_prometheus()), *args],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        deadline = time.monotonic() + timeout
+        while True:
+            if self._proc.poll() is not None:
+                raise PrometheusError(
+                    f"prometheus exited with code {self._proc.returncode}; see {self.log}"
+                )
+            try:
+                with urllib.request.urlopen(f"{self.url}/-/ready", timeout=2) as response:
+                    if response.status == 200:
+                        return
+            except (urllib.error.URLError, OSError):
+                pass
+            if time.monotonic() > deadline:
+                raise PrometheusError(f"prometheus not ready after {timeout:g}s; see {self.log}")
+            time.sleep(0.2)
+
+    def stop(self, timeout: float = 20) -> None:
+        """Stop it (SIGTERM, then SIGKILL after ``timeout``); the data stays."""
+        proc, self._proc = self._proc, None
+        if proc is None or proc.poll() is not None:
+            return
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+
+    def __enter__(self) -> PrometheusServer:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
 
 
 def _get(url: str, timeout: float) -> Any:

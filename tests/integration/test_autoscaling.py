@@ -1,0 +1,568 @@
+"""Operator-mode autoscaling end to end: the real operator scales live simulator pods from their
+engine gauges (read from a real Prometheus, or scraped from the pods), under load sent from
+this process.
+
+Sized for a loaded two-core machine: Llama-3.1-8B on one L4 with ``maxNumSeqs`` 4 and decode
+steps slowed 5x (``LLMSERVICE_SIM_DECODE_SLOWDOWN``): a request of 256 + 32 tokens takes about
+1.2 wall seconds (the simulators run 10x faster than the wall clock; the load generator
+matches them), so one full replica completes about 3 requests per wall second and a handful of
+requests saturate it. Evaluation every 2 s, a 30 s stabilization window, 10 s scaling periods,
+at most 3 or 4 replicas.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+from kubernetes import client
+
+from llmservice_operator.loadgen.client import LoadConfig, resolve_model, run_load
+from llmservice_operator.loadgen.distributions import LengthDist
+from llmservice_operator.loadgen.report import LoadReport
+from llmservice_operator.loadgen.schedule import RateSchedule
+from llmservice_operator.loadgen.targets import PodTargets
+from llmservice_operator.localcluster import ClusterInfo
+from llmservice_operator.localcluster.prometheus import PrometheusServer, query, targets
+
+from .operator_fixtures import OperatorFactory, OperatorProcess, wait_for
+from .test_scalers import _replicas_managers
+from .test_sim_e2e import is_ready, runner_pods
+
+MODEL = "meta-llama/Llama-3.1-8B-Instruct"
+NAME = "chat"
+PROMPT_TOKENS = 256
+OUTPUT_TOKENS = 32
+#: Requests per wall second one full replica completes (about 3.5 on an idle machine).
+REPLICA_CAPACITY = 3.0
+MAX_NUM_SEQS = 4
+TARGET_QUEUE = 2
+EVALUATION_S = 2
+WINDOW_S = 30
+PERIOD_S = 10
+
+
+def autoscaled(
+    namespace: str,
+    *,
+    max_replicas: int,
+    metrics_source: str = "prometheus",
+    env: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    variables = {"LLMSERVICE_SIM_DECODE_SLOWDOWN": "5", **(env or {})}
+    return {
+        "apiVersion": "serving.llmservice.dev/v1alpha1",
+        "kind": "LLMService",
+        "metadata": {"name": NAME, "namespace": namespace},
+        "spec": {
+            "model": {"id": MODEL},
+            "engine": {
+                "maxModelLen": 4096,
+                "maxNumSeqs": MAX_NUM_SEQS,
+                "env": [{"name": k, "value": v} for k, v in variables.items()],
+            },
+            "resources": {"gpu": "L4", "minConcurrency": 1},
+            "scaling": {
+                "mode": "operator",
+                "minReplicas": 1,
+                "maxReplicas": max_replicas,
+                "targetQueueDepth": TARGET_QUEUE,
+                "evaluationIntervalSeconds": EVALUATION_S,
+                "metricsSource": metrics_source,
+                "scaleUp": {"maxReplicasPerPeriod": 2, "periodSeconds": PERIOD_S},
+                "scaleDown": {
+                    "stabilizationWindowSeconds": WINDOW_S,
+                    "maxReplicasPerPeriod": 1,
+                    "periodSeconds": PERIOD_S,
+                },
+            },
+        },
+    }
+
+
+def apply(kubectl: Any, obj: dict[str, Any]) -> None:
+    kubectl("apply", "-f", "-", input=json.dumps(obj))
+
+
+def condition(obj: dict[str, Any], type_: str) -> dict[str, Any] | None:
+    for cond in (obj.get("status") or {}).get("conditions") or []:
+        if cond["type"] == type_:
+            return dict(cond)
+    return None
+
+
+# ------------------------------------------------------------------------------- watching
+
+
+@dataclass(frozen=True)
+class Sample:
+    t: float
+    replicas: int
+    """The Deployment's spec.replicas: what the autoscaler wrote."""
+    ready: int
+    desired: int | None
+    reason: str
+    degraded: dict[str, Any] | None
+    """The ScalingDegraded condition."""
+    autoscaling: dict[str, Any]
+
+
+@dataclass
+class Watcher:
+    """Samples the LLMService and its Deployment twice a second, in a thread (through the
+    Kubernetes client: a kubectl process per sample would load the machine)."""
+
+    api: Any
+    namespace: str
+    t0: float = field(default_factory=time.monotonic)
+    samples: list[Sample] = field(default_factory=list)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+
+    def start(self) -> Watcher:
+        self._thread = threading.Thread(target=self._loop, name="watcher", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+
+    def now(self) -> float:
+        return time.monotonic() - self.t0
+
+    def _loop(self) -> None:
+        custom = client.CustomObjectsApi(self.api)
+        apps = client.AppsV1Api(self.api)
+        while not self._stop.wait(0.5):
+            try:
+                obj: dict[str, Any] = custom.get_namespaced_custom_object(  # type: ignore[assignment]
+                    "serving.llmservice.dev", "v1alpha1", self.namespace, "llmservices", NAME
+                )
+                deployments = apps.list_namespaced_deployment(
+                    self.namespace,
+                    label_selector=f"llmservice.dev/service={NAME}",
+                    _request_timeout=10,
+                ).items
+            except Exception as err:  # noqa: BLE001 - a loaded API server may time out
+                print(f"[{self.now():6.1f}s] watcher: {err}")
+                continue
+            auto = (obj.get("status") or {}).get("autoscaling") or {}
+            sample = Sample(
+                t=self.now(),
+                replicas=sum(d.spec.replicas or 0 for d in deployments),
+                ready=sum((d.status and d.status.ready_replicas) or 0 for d in deployments),
+                desired=auto.get("desiredReplicas"),
+                reason=str(auto.get("reason", "")),
+                degraded=condition(obj, "ScalingDegraded"),
+                autoscaling=auto,
+            )
+            if not self.samples or _key(self.samples[-1]) != _key(sample):
+                degraded = sample.degraded["status"] if sample.degraded else "-"
+                print(
+                    f"[{sample.t:6.1f}s] replicas {sample.replicas} ready {sample.ready} "
+                    f"desired {sample.desired} ScalingDegraded {degraded}: {sample.reason[:150]}"
+                )
+            self.samples.append(sample)
+
+    def last(self) -> Sample:
+        assert self.samples, "no sample yet"
+        return self.samples[-1]
+
+    def between(self, start: float, end: float = float("inf")) -> list[Sample]:
+        return [s for s in self.samples if start <= s.t <= end]
+
+    def wait(self, what: str, check: Callable[[Sample], bool], timeout: float) -> Sample:
+        seen = len(self.samples)
+
+        def found() -> Sample | None:
+            fresh = self.samples[seen:]  # only samples taken after the call
+            return next((s for s in fresh if check(s)), None)
+
+        result: Sample = wait_for(what, found, timeout, interval=0.25)
+        return result
+
+    def replicas_seen(self, start: float, end: float = float("inf")) -> list[int]:
+        """The distinct replica counts in [start, end], in order."""
+        seen: list[int] = []
+        for s in self.between(start, end):
+            if not seen or seen[-1] != s.replicas:
+                seen.append(s.replicas)
+        return seen
+
+
+def _key(s: Sample) -> tuple[Any, ...]:
+    return (s.replicas, s.ready, s.desired, s.degraded and s.degraded["status"])
+
+
+# ------------------------------------------------------------------------------- load
+
+
+class OpenLoop:
+    """The load generator (open loop, Poisson) in a thread: ``rate`` wall requests/s."""
+
+    def __init__(
+        self, cluster: ClusterInfo, source: PodTargets, rate: float, seconds: float
+    ) -> None:
+        scale = cluster.sim_time_scale
+        self.config = LoadConfig(
+            schedule=RateSchedule.constant(rate / scale, seconds * scale),
+            prompt_tokens=LengthDist("fixed", PROMPT_TOKENS),
+            output_tokens=LengthDist("fixed", OUTPUT_TOKENS),
+            time_scale=scale,
+            seed=11,
+            request_timeout_s=3000,
+        )
+        self.source = source
+        self.report: LoadReport | None = None
+        self.error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="load", daemon=True)
+
+    def _run(self) -> None:
+        try:
+            self.report = asyncio.run(run_load(self.config, self.source))
+        except BaseException as err:  # noqa: BLE001 - raised again by join()
+            self.error = err
+
+    def start(self) -> OpenLoop:
+        self._thread.start()
+        return self
+
+    @property
+    def running(self) -> bool:
+        return self._thread.is_alive()
+
+    def join(self, timeout: float) -> LoadReport:
+        self._thread.join(timeout)
+        assert not self._thread.is_alive(), "the load did not finish"
+        if self.error is not None:
+            raise self.error
+        assert self.report is not None
+        return self.report
+
+
+class ClosedLoop:
+    """``clients`` clients in a thread, each sending its next request as soon as the last one
+    is answered, round-robin over the Ready pods: the same number of requests are always in
+    the system, so the load neither grows a backlog nor drains while replicas load."""
+
+    def __init__(self, source: PodTargets, clients: int) -> None:
+        self.source = source
+        self.clients = clients
+        self.completed = 0
+        self.errors = 0
+        self.error: BaseException | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._main, name="closed loop", daemon=True)
+
+    def _main(self) -> None:
+        try:
+            asyncio.run(self._run())
+        except BaseException as err:  # noqa: BLE001 - raised again by stop()
+            self.error = err
+
+    async def _run(self) -> None:
+        async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
+            model = await resolve_model(session, self.source()[0], 30)
+            counter = iter(range(1 << 30))
+
+            async def client_loop() -> None:
+                while not self._stop.is_set():
+                    urls = self.source()
+                    url = urls[next(counter) % len(urls)]
+                    body = {
+                        "model": model,
+                        "prompt": "lorem " * PROMPT_TOKENS,
+                        "prompt_token_count": PROMPT_TOKENS,
+                        "max_tokens": OUTPUT_TOKENS,
+                        "ignore_eos": True,
+                    }
+                    try:
+                        async with session.post(
+                            f"{url}/v1/completions", json=body, timeout=aiohttp.ClientTimeout(60)
+                        ) as response:
+                            await response.read()
+                            ok = response.status == 200
+                    except (aiohttp.ClientError, TimeoutError):
+                        ok = False
+                    if ok:
+                        self.completed += 1
+                    else:
+                        self.errors += 1
+                        await asyncio.sleep(0.2)
+
+            await asyncio.gather(*(client_loop() for _ in range(self.clients)))
+
+    def start(self) -> ClosedLoop:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=90)
+        if self.error is not None:
+            raise self.error
+
+
+# ------------------------------------------------------------------------------- fixtures
+
+
+@pytest.fixture
+def watcher(kube_api_client: Any, namespace: str) -> Iterator[Watcher]:
+    w = Watcher(kube_api_client, namespace)
+    yield w
+    w.stop()
+
+
+@pytest.fixture
+def own_prometheus(
+    cluster: ClusterInfo, namespace: str, tmp_path: Path
+) -> Iterator[PrometheusServer]:
+    """A Prometheus scraping this test's namespace only, which the test may stop: the
+    cluster's own serves every other test running meanwhile."""
+    server = PrometheusServer(
+        tmp_path / "prometheus", runner_url=cluster.simrunner_url, namespaces=[namespace]
+    )
+    with server:
+        yield server
+    print(f"--- {server.log} ---\n{server.log.read_text(errors='replace')[-3000:]}")
+
+
+def waiting(prometheus_url: str, namespace: str) -> float | None:
+    selector = f'namespace="{namespace}",llmservice="{NAME}"'
+    result = query(prometheus_url, f"sum(vllm:num_requests_waiting{{{selector}}})")
+    return float(result[0]["value"][1]) if result else None
+
+
+def live_pods(cluster: ClusterInfo, prometheus_url: str, kubectl_json: Any, namespace: str) -> int:
+    """Ready pods that run a ready simulator on their IP and that Prometheus scrapes."""
+    items = kubectl_json("-n", namespace, "pods", "-l", f"llmservice.dev/service={NAME}")["items"]
+    ready = {p["metadata"]["name"]: p for p in items if is_ready(p)}
+    sims = runner_pods(cluster, namespace)
+    scraped = {
+        t["labels"]["pod"]
+        for t in targets(prometheus_url)
+        if t["labels"].get("namespace") == namespace and t["health"] == "up"
+    }
+    return sum(
+        1
+        for name, pod in ready.items()
+        if name in sims
+        and sims[name]["ready"]
+        and sims[name]["ip"] == pod["status"]["podIP"]
+        and name in scraped
+    )
+
+
+def restart(
+    operators: OperatorFactory, old: OperatorProcess, namespace: str, **env: str
+) -> OperatorProcess:
+    old.stop()
+    return operators.start(namespace, **env)
+
+
+# ------------------------------------------------------------------------------- tests
+
+
+def test_burst_restart_and_prometheus_outage(
+    cluster: ClusterInfo,
+    namespace: str,
+    kubectl: Any,
+    kubectl_json: Any,
+    operators: OperatorFactory,
+    watcher: Watcher,
+    own_prometheus: PrometheusServer,
+) -> None:
+    """A burst above capacity scales 1 -> 3 within a few evaluations, the new pods serve and the
+    queue drains. Replicas are the autoscaler's field, not the rendered Deployment's. After the
+    load, an operator restart keeps status.autoscaling and scales nothing down; Prometheus then
+    goes away for longer than the stabilization window: replicas hold at 3 and ScalingDegraded
+    says why; it comes back: the condition clears and the scale-down resumes a whole window
+    later, one replica per period, down to minReplicas and no further."""
+    prometheus = own_prometheus.url
+    env = {"LLMSERVICE_PROMETHEUS_URL": prometheus}
+    operator = operators.start(namespace, **env)
+    apply(kubectl, autoscaled(namespace, max_replicas=3))
+    watcher.start()
+    first = watcher.wait("one Ready replica", lambda s: s.ready == 1 and s.desired == 1, 120)
+    assert_replicas_owned_by_the_autoscaler(kubectl_json, namespace, 1)
+
+    with PodTargets.from_kubeconfig(NAME, namespace, str(cluster.kubeconfig)) as source:
+        source.wait_ready(30)
+        wait_for("the pod scraped", lambda: waiting(prometheus, namespace) == 0, 30)
+        # 1.8x what a replica completes: 60% of three replicas.
+        t_load = watcher.now()
+        burst = OpenLoop(cluster, source, rate=1.8 * REPLICA_CAPACITY, seconds=45).start()
+        up = watcher.wait("a scale-up", lambda s: s.replicas > 1, 60)
+        print(f"scale-up to {up.replicas} {up.t - t_load:.1f}s after the burst began")
+        # The queue shows within a scrape and is seen at the next evaluation; a few more
+        # evaluations of slack for a loaded machine.
+        assert up.t - t_load <= 6 * EVALUATION_S + 4
+        watcher.wait("3 Ready replicas", lambda s: s.ready == 3, 60)
+        wait_for(
+            "3 live simulators, each scraped",
+            lambda: live_pods(cluster, prometheus, kubectl_json, namespace) == 3,
+            30,
+        )
+
+        def drained() -> tuple[float] | None:
+            queue = waiting(prometheus, namespace)
+            return (queue,) if queue is not None and queue <= TARGET_QUEUE else None
+
+        [queue] = wait_for("the queue to drain", drained, 45)
+        t_drained = watcher.now()
+        print(f"queue down to {queue:g} at {t_drained:.1f}s")
+        assert burst.running, "the queue drained only because the load ended"
+        report = burst.join(120)
+    t_stop = watcher.now()
+    print(report.to_text())
+    assert report.errors == 0
+    assert_replicas_owned_by_the_autoscaler(kubectl_json, namespace, 3)
+
+    # Operator restart: the history lives in the status; nothing scales down on restart.
+    before = watcher.last().autoscaling
+    operator = restart(operators, operator, namespace, **env)
+    restarted = datetime.now(UTC)
+    t_restart = watcher.now()
+    after = watcher.wait(
+        "evaluations by the new operator",
+        lambda s: (
+            _time(s.autoscaling.get("lastEvaluationTime")) > restarted
+            and s.t > t_restart + 3 * EVALUATION_S
+        ),
+        60,
+    ).autoscaling
+    print(f"status.autoscaling before the restart: {before}\nafter: {after}")
+    assert after["desiredReplicas"] == before["desiredReplicas"] == 3
+    for key in ("lastScaleTime", "lastScaleUpTime"):
+        assert before.get(key) and after.get(key) == before[key], key
+    learned = [r for r in before["recommendations"] if "=@" in r]
+    assert learned and learned == [r for r in after["recommendations"] if "=@" in r]
+    assert watcher.replicas_seen(t_stop) == [3], "scaled down right after the restart"
+
+    # Prometheus away for longer than the window: hold, and say why.
+    wait_for(
+        "ScalingDegraded False",
+        lambda: (c := watcher.last().degraded) is not None and c["status"] == "False",
+        30,
+    )
+    own_prometheus.stop()
+    t_down = watcher.now()
+    degraded = watcher.wait(
+        "ScalingDegraded True",
+        lambda s: s.degraded is not None and s.degraded["status"] == "True",
+        30,
+    ).degraded
+    print(f"Prometheus stopped at {t_down:.1f}s: {degraded}")
+    assert degraded is not None and degraded["reason"] == "MetricsUnavailable"
+    assert "holding 3 replicas" in degraded["message"] and prometheus in degraded["message"]
+    time.sleep(max(0.0, t_down + WINDOW_S + 5 - watcher.now()))
+    assert watcher.replicas_seen(t_down) == [3], "replicas changed without metrics"
+    recent = watcher.between(watcher.now() - WINDOW_S / 2)
+    assert all(s.degraded is not None and s.degraded["status"] == "True" for s in recent)
+
+    # Back: the condition clears, and scaling resumes one whole window after the data did.
+    own_prometheus.start()
+    t_back = watcher.now()
+    cleared = watcher.wait(
+        "ScalingDegraded False",
+        lambda s: s.degraded is not None and s.degraded["status"] == "False",
+        30,
+    )
+    print(f"Prometheus back at {t_back:.1f}s, condition cleared at {cleared.t:.1f}s")
+    assert cleared.degraded is not None and cleared.degraded["reason"] == "MetricsAvailable"
+    down = watcher.wait("a scale-down", lambda s: s.replicas < 3, WINDOW_S + 60)
+    bottom = watcher.wait("minReplicas", lambda s: s.replicas == 1, PERIOD_S + 60)
+    print(
+        f"scale-down to {down.replicas} at {down.t:.1f}s ({down.t - t_back:.1f}s after the "
+        f"data came back, {down.t - t_stop:.1f}s after the load), to 1 at {bottom.t:.1f}s"
+    )
+    assert down.t >= t_back + WINDOW_S - 1
+    assert down.replicas == 2 and bottom.t - down.t >= PERIOD_S - 1
+    time.sleep(3 * EVALUATION_S)
+    timeline = watcher.replicas_seen(first.t)
+    print(f"replicas over time: {timeline}")
+    assert timeline in ([1, 3, 2, 1], [1, 2, 3, 2, 1]), timeline
+
+
+def test_loading_replicas_count_and_a_steady_load_does_not_flap(
+    cluster: ClusterInfo,
+    namespace: str,
+    kubectl: Any,
+    operators: OperatorFactory,
+    watcher: Watcher,
+) -> None:
+    """Replicas that take a while to load (start-up delay fault) count as capacity coming: a
+    steady load that needs 3 replicas scales 1 -> 3, and nothing is added while two of them
+    load although the queue stays over the target; then, with the load just under the
+    threshold of a fourth, the count holds: no flapping. The gauges are scraped from the pods
+    directly (metricsSource: pods)."""
+    operators.start(namespace)
+    apply(
+        kubectl,
+        autoscaled(
+            namespace,
+            max_replicas=4,
+            metrics_source="pods",
+            env={"LLMSERVICE_SIM_STARTUP_DELAY_S": "150"},  # 15 wall seconds
+        ),
+    )
+    watcher.start()
+    first = watcher.wait("one Ready replica", lambda s: s.ready == 1, 120)
+    with PodTargets.from_kubeconfig(NAME, namespace, str(cluster.kubeconfig)) as source:
+        source.wait_ready(30)
+        # 10 requests always in the system: 3 replicas hold them under the 90% ceiling of their
+        # 4 slots (10 <= 3 x 3.6 = 10.8); 2 would not.
+        load = ClosedLoop(source, clients=10).start()
+        t_load = watcher.now()
+        try:
+            up = watcher.wait("3 replicas", lambda s: s.replicas >= 3, 60)
+            print(f"3 replicas {up.t - t_load:.1f}s after the load began")
+            ready = watcher.wait("3 Ready replicas", lambda s: s.ready == 3, 90)
+            loading = watcher.between(up.t, ready.t)
+            print(f"{ready.t - up.t:.1f}s loading: {sorted({s.reason for s in loading})}")
+            assert ready.t - up.t >= 8, "the start-up delay did not delay"
+            assert {s.replicas for s in loading} == {3}, [s.replicas for s in loading]
+            assert any("loading cover it" in s.reason for s in loading)
+            time.sleep(40)
+        finally:
+            load.stop()
+    print(f"closed loop: {load.completed} requests completed, {load.errors} errors")
+    steady = watcher.between(ready.t)
+    lower = sum(1 for s in steady if "would carry it" in s.reason)
+    print(f"steady: {lower} of {len(steady)} samples show a lower recommendation held back")
+    timeline = watcher.replicas_seen(first.t)
+    print(f"replicas over time: {timeline}")
+    assert timeline in ([1, 3], [1, 2, 3]), timeline
+    assert {s.desired for s in watcher.between(up.t)} == {3}
+    assert load.errors == 0
+
+
+def assert_replicas_owned_by_the_autoscaler(
+    kubectl_json: Any, namespace: str, replicas: int
+) -> None:
+    """One writer per field: the rendered Deployment has no replicas, the autoscaler's field
+    manager writes them."""
+    [deployment] = kubectl_json("-n", namespace, "deployments", "--show-managed-fields")["items"]
+    assert deployment["spec"]["replicas"] == replicas
+    managers = _replicas_managers(deployment)
+    assert managers == {"llmservice-autoscaler"}, managers
+
+
+def _time(text: str | None) -> datetime:
+    if not text:
+        return datetime.min.replace(tzinfo=UTC)
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+pytestmark = pytest.mark.cluster
