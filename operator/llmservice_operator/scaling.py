@@ -85,8 +85,10 @@ def evaluate(
     )
     decision = decide(PolicyConfig.from_spec(spec, max_num_seqs), inputs)
     reason = None
-    if decision.degraded:
-        reason = metrics_error or "no metrics from the Ready replicas"
+    # Pods Ready but not scraped yet (just started) are normal: only a source that failed, or
+    # silence from every Ready replica, is worth a condition.
+    if decision.degraded and (samples is None or (ready and not per_pod)):
+        reason = metrics_error or "no metrics from any Ready replica"
     status = decision.to_status().model_copy(
         update={"last_evaluation_time": rfc3339(now), "degraded_reason": reason}
     )
