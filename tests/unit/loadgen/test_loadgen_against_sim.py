@@ -100,7 +100,9 @@ def config(scale: float, rate: float, duration: float, **kw: object) -> LoadConf
 
 
 def test_client_p99_agrees_with_the_sims_histograms() -> None:
-    scale = 10.0
+    # A low time scale: every wall-clock hiccup of a busy CI machine is multiplied by it in
+    # the client's (simulated-time) figures, while the server's come from its own clock.
+    scale = 2.0
 
     async def main() -> tuple[LoadReport, dict[str, Buckets]]:
         async with sims(sim(scale)) as (base,):
