@@ -41,12 +41,20 @@ class OperatorState:
     bodies: dict[Key, dict[str, Any]] = field(default_factory=dict)
     queue: asyncio.Queue[Key] | None = None
     queued: set[Key] = field(default_factory=set)
+    #: Keys a worker is reconciling now, and those asked for again meanwhile: one key is never
+    #: reconciled by two workers at once (both would act on the same status: double smoke
+    #: tests, measurements and Events); it is queued again once its reconcile is done.
+    processing: set[Key] = field(default_factory=set)
+    dirty: set[Key] = field(default_factory=set)
     reconciler: Reconciler | None = None
     kube: KubeAdapter | None = None
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
 
     def enqueue(self, key: Key) -> None:
         if self.queue is None or key in self.queued:
+            return
+        if key in self.processing:
+            self.dirty.add(key)
             return
         self.queued.add(key)
         self.queue.put_nowait(key)
@@ -62,27 +70,47 @@ async def _worker(state: OperatorState) -> None:
     while True:
         key = await state.queue.get()
         state.queued.discard(key)
-        body = state.bodies.get(key)
-        if body is None:
-            continue
-        if body.get("metadata", {}).get("deletionTimestamp"):
-            continue
+        state.processing.add(key)
         try:
-            result = await asyncio.to_thread(state.reconciler.reconcile, body)
-            await asyncio.to_thread(_post_events, state.kube, body, result.events)
-            if result.updated_body is not None and _newer(
-                result.updated_body, state.bodies.get(key)
-            ):
-                state.bodies[key] = result.updated_body
-            if result.requeue_at is not None:
-                delay = (result.requeue_at - datetime.now(UTC)).total_seconds()
-                asyncio.get_running_loop().call_later(max(0.0, delay), state.enqueue, key)
-        except Exception as err:  # noqa: BLE001 - one bad object must not stop the worker
-            log.warning("reconcile of %s/%s failed, retrying: %s", key[0], key[1], err)
-            loop = asyncio.get_running_loop()
-            loop.call_later(
-                min(30.0, state.settings.reconcile_interval_seconds), state.enqueue, key
-            )
+            await _process(state, key)
+        finally:
+            state.processing.discard(key)
+            if key in state.dirty:
+                state.dirty.discard(key)
+                state.enqueue(key)
+
+
+async def _process(state: OperatorState, key: Key) -> None:
+    assert state.reconciler is not None and state.kube is not None
+    body = state.bodies.get(key)
+    if body is None:
+        return
+    if body.get("metadata", {}).get("deletionTimestamp"):
+        return
+    try:
+        result = await asyncio.to_thread(state.reconciler.reconcile, body)
+        await asyncio.to_thread(_post_events, state.kube, body, result.events)
+        if result.updated_body is not None and _newer(
+            result.updated_body, state.bodies.get(key)
+        ):
+            state.bodies[key] = result.updated_body
+        if result.requeue_at is not None:
+            delay = (result.requeue_at - datetime.now(UTC)).total_seconds()
+            asyncio.get_running_loop().call_later(max(0.0, delay), state.enqueue, key)
+    except Exception as err:  # noqa: BLE001 - one bad object must not stop the worker
+        log.warning("reconcile of %s/%s failed, retrying: %s", key[0], key[1], err)
+        loop = asyncio.get_running_loop()
+        loop.call_later(
+            min(30.0, state.settings.reconcile_interval_seconds), state.enqueue, key
+        )
+
+
+def remember(state: OperatorState, key: Key, body: dict[str, Any]) -> None:
+    """Cache a watched body, unless our own status write already gave a newer one (the watch
+    can deliver an older version after it: reconciling that stale status would redo steps)."""
+    cached = state.bodies.get(key)
+    if cached is None or not _newer(cached, body):
+        state.bodies[key] = body
 
 
 def _newer(candidate: dict[str, Any], cached: dict[str, Any] | None) -> bool:
@@ -137,7 +165,7 @@ def register(registry: kopf.OperatorRegistry, state: OperatorState) -> None:
         if type == "DELETED":
             state.bodies.pop(key, None)
             return
-        state.bodies[key] = dict(body)
+        remember(state, key, dict(body))
         state.enqueue(key)
 
     def _owner_event(body: kopf.Body, **_: Any) -> None:

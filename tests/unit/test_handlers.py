@@ -1,0 +1,86 @@
+"""The work queue: one key is never reconciled by two workers at once, and a watch event older
+than the operator's own status write does not replace it."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from typing import Any
+
+from llmservice_operator.adapters.metrics import OperatorMetrics
+from llmservice_operator.handlers import OperatorState, _worker, remember
+from llmservice_operator.reconcile import ReconcileResult
+from llmservice_operator.settings import OperatorSettings
+
+KEY = ("ml", "chat")
+
+
+class SlowReconciler:
+    """Records how many reconciles of a key overlap; each takes 50 ms."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.running = 0
+        self.most = 0
+        self.calls = 0
+
+    def reconcile(self, body: dict[str, Any]) -> ReconcileResult:
+        with self.lock:
+            self.running += 1
+            self.calls += 1
+            self.most = max(self.most, self.running)
+        time.sleep(0.05)
+        with self.lock:
+            self.running -= 1
+        return ReconcileResult([], False, 0, 0, None)
+
+
+class NoEvents:
+    def post_event(self, *_: Any) -> None:
+        pass
+
+
+def _state() -> OperatorState:
+    return OperatorState(settings=OperatorSettings(), metrics=OperatorMetrics.create())
+
+
+def _body(resource_version: str) -> dict[str, Any]:
+    return {"metadata": {"namespace": "ml", "name": "chat", "resourceVersion": resource_version}}
+
+
+def test_a_key_is_reconciled_by_one_worker_at_a_time_and_again_when_asked_meanwhile() -> None:
+    async def scenario() -> SlowReconciler:
+        state = _state()
+        reconciler = SlowReconciler()
+        state.reconciler = reconciler  # type: ignore[assignment]
+        state.kube = NoEvents()  # type: ignore[assignment]
+        state.queue = asyncio.Queue()
+        state.bodies[KEY] = _body("1")
+        workers = [asyncio.create_task(_worker(state)) for _ in range(4)]
+        state.enqueue(KEY)
+        await asyncio.sleep(0.01)  # a worker has it now
+        for _ in range(5):  # events while it runs: one more reconcile, after this one
+            state.enqueue(KEY)
+            await asyncio.sleep(0.005)
+        await asyncio.sleep(0.3)
+        for worker in workers:
+            worker.cancel()
+        await asyncio.gather(*workers, return_exceptions=True)
+        assert not state.processing and not state.dirty and not state.queued
+        return reconciler
+
+    reconciler = asyncio.run(scenario())
+    assert reconciler.most == 1
+    assert reconciler.calls == 2
+
+
+def test_a_stale_watch_event_does_not_replace_our_newer_status() -> None:
+    state = _state()
+    remember(state, KEY, _body("10"))
+    state.bodies[KEY] = _body("12")  # the reconcile's status write came back as 12
+    remember(state, KEY, _body("11"))  # the watch catches up with an older version
+    assert state.bodies[KEY]["metadata"]["resourceVersion"] == "12"
+    remember(state, KEY, _body("12"))
+    remember(state, KEY, _body("13"))
+    assert state.bodies[KEY]["metadata"]["resourceVersion"] == "13"
