@@ -398,7 +398,10 @@ def _status(
         changed = before is None or before.status != status or before.reason != reason
         if changed and status == "True" and type_ in _EVENT_ON_TRUE:
             kind = "Warning" if type_ in ("Degraded", "ScalingDegraded") else "Normal"
-            decision.events.append(Event(kind, reason if kind == "Warning" else type_, message))
+            event = Event(kind, reason if kind == "Warning" else type_, message)
+            # Not twice: the rollout already said it (e.g. RolledBack) in this decision.
+            if not any((e.type, e.reason) == (event.type, event.reason) for e in decision.events):
+                decision.events.append(event)
 
     put("InvalidSpec", "False", "Valid", "")
     put("Sized", "True", "Fits", plan.sizing.summary())

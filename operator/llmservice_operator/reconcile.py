@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -75,8 +76,10 @@ class Reconciler:
         catalog: GpuCatalog,
         prometheus_url: str,
         metrics: OperatorMetrics | None = None,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
         self._kube = kube
+        self._clock = clock
         self._catalog = catalog
         self._prometheus_url = prometheus_url
         self._prometheus = PrometheusAdapter(prometheus_url)
@@ -85,7 +88,7 @@ class Reconciler:
     def reconcile(self, body: dict[str, Any], now: datetime | None = None) -> ReconcileResult:
         started = time.monotonic()
         try:
-            result = self._reconcile(body, now or datetime.now(UTC))
+            result = self._reconcile(body, now)
         except Exception:
             if self._metrics is not None:
                 self._metrics.errors.inc()
@@ -96,7 +99,8 @@ class Reconciler:
                 self._metrics.duration.observe(time.monotonic() - started)
         return result
 
-    def _reconcile(self, body: dict[str, Any], now: datetime) -> ReconcileResult:
+    def _reconcile(self, body: dict[str, Any], fixed_now: datetime | None) -> ReconcileResult:
+        now = fixed_now or self._clock()
         meta = body["metadata"]
         namespace, name = meta["namespace"], meta["name"]
         observed = self._kube.observe(namespace, name, referenced_secrets(body))
@@ -114,6 +118,9 @@ class Reconciler:
                 "%s/%s: analysis measurement (%d checks)", namespace, name, len(decision.measure)
             )
             results = self._prometheus.measure(decision.measure)
+            # Decide as of now: the queries (and the smoke test below) take time, which must
+            # not be charged to the next interval, pause or deadline.
+            now = fixed_now or self._clock()
             decision = decide(
                 snapshot,
                 self._catalog,
@@ -131,6 +138,7 @@ class Reconciler:
                 decision.smoke.revision,
                 result.message or ("passed" if result.passed else "failed"),
             )
+            now = fixed_now or self._clock()
             decision = decide(
                 snapshot, self._catalog, now, self._prometheus_url, smoke=result, scaling=scaling
             )
