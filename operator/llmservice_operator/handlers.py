@@ -90,9 +90,7 @@ async def _process(state: OperatorState, key: Key) -> None:
     try:
         result = await asyncio.to_thread(state.reconciler.reconcile, body)
         await asyncio.to_thread(_post_events, state.kube, body, result.events)
-        if result.updated_body is not None and _newer(
-            result.updated_body, state.bodies.get(key)
-        ):
+        if result.updated_body is not None and _newer(result.updated_body, state.bodies.get(key)):
             state.bodies[key] = result.updated_body
         if result.requeue_at is not None:
             delay = (result.requeue_at - datetime.now(UTC)).total_seconds()
@@ -100,9 +98,7 @@ async def _process(state: OperatorState, key: Key) -> None:
     except Exception as err:  # noqa: BLE001 - one bad object must not stop the worker
         log.warning("reconcile of %s/%s failed, retrying: %s", key[0], key[1], err)
         loop = asyncio.get_running_loop()
-        loop.call_later(
-            min(30.0, state.settings.reconcile_interval_seconds), state.enqueue, key
-        )
+        loop.call_later(min(30.0, state.settings.reconcile_interval_seconds), state.enqueue, key)
 
 
 def remember(state: OperatorState, key: Key, body: dict[str, Any]) -> None:
