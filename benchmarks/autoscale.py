@@ -18,7 +18,11 @@ Figures, not assertions.
 
 The operator starts *warm* by default: its status holds the throughput it learned when the
 service last saturated (``warm_history`` overloads one replica for five minutes through the
-policy itself). A fresh install learns it at its first saturation: ``--cold`` shows that.
+policy itself), and its fleet holds what the policy plans for the trace's opening rate with
+that knowledge (``planned_replicas``). HPA and KEDA start at 1.2x the replicas the opening rate
+needs (with an empty queue their steady state would be minReplicas). A fresh install learns the
+throughput at its first saturation: ``--cold`` shows that (and starts the operator at 1.2x
+too).
 
 Speed: the engines run at a token granularity of ``--token-scale`` (default 4): every
 request's prompt and output are divided by it and each engine step stands for that many
@@ -40,7 +44,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from llmservice_operator import sizing
-from llmservice_operator.autoscale import PolicyConfig, ScaleHistory, default_target_queue_depth
+from llmservice_operator.autoscale import (
+    PolicyConfig,
+    ScaleHistory,
+    default_target_queue_depth,
+    estimate_load,
+)
 from llmservice_operator.sim.engine import Arrival, simulate
 from llmservice_operator.sim.profile import EngineProfile
 
@@ -167,6 +176,15 @@ def warm_history(dep: Deployment, lengths: Lengths, capacity: float, seed: int) 
     return ScaleHistory(throughput=(0.0, scaler.history.throughput[1]))
 
 
+def planned_replicas(config: PolicyConfig, history: ScaleHistory, rate: float) -> int | None:
+    """The replicas the policy plans for ``rate`` requests/s with the throughput ``history``
+    learned (None before it learned one: then it has no plan for a rate)."""
+    if history.throughput is None:
+        return None
+    load = estimate_load(config, [], 0, arrival_rate=rate, learned_throughput=history.throughput[1])
+    return min(max(load.n_fit, config.min_replicas, 1), config.max_replicas)
+
+
 def startup_delays(seed: int) -> list[float]:
     rng = random.Random(seed)
     return [rng.uniform(*STARTUP_S) for _ in range(10_000)]
@@ -180,26 +198,31 @@ def run_trace(
     only: Sequence[str],
     warm: ScaleHistory,
 ) -> list[tuple[FleetResult, Scaler]]:
-    # Static: the peak minute at the same 90% the autoscalers plan for.
+    # Static: the peak minute at 90% of a replica's throughput.
     peak_replicas = math.ceil(trace.peak_rate() / (0.9 * capacity))
     max_replicas = math.ceil(peak_replicas * 1.25) + 1
     initial = max(1, math.ceil(trace.rate_at(0.0) / capacity * 1.2))
     target = default_target_queue_depth(dep.max_num_seqs)
     delays = startup_delays(seed + 1)
+    policy = PolicyConfig(
+        min_replicas=1,
+        max_replicas=max_replicas,
+        max_num_seqs=dep.max_num_seqs,
+        target_queue_depth=target,
+    )
+    operator = OperatorScaler(policy, history=warm)
+    static = StaticScaler(peak_replicas)
     scalers: list[Scaler] = [
-        OperatorScaler(
-            PolicyConfig(
-                min_replicas=1,
-                max_replicas=max_replicas,
-                max_num_seqs=dep.max_num_seqs,
-                target_queue_depth=target,
-            ),
-            history=warm,
-        ),
+        operator,
         HpaScaler(target=target, min_replicas=1, max_replicas=max_replicas),
         KedaScaler(target=target, min_replica_count=0, max_replicas=max_replicas),
-        StaticScaler(peak_replicas),
+        static,
     ]
+    # Each starts where it stands at the opening rate: the operator at its own plan (when warm).
+    start = {
+        operator.name: planned_replicas(policy, warm, trace.rate_at(0.0)) or initial,
+        static.name: peak_replicas,
+    }
     requests = scaled(trace.requests, dep.token_scale)
     out = []
     for scaler in scalers:
@@ -210,7 +233,7 @@ def run_trace(
             trace.duration_s,
             scaler,
             dep.profile,
-            initial_replicas=peak_replicas if isinstance(scaler, StaticScaler) else initial,
+            initial_replicas=start.get(scaler.name, initial),
             startup_delays=delays.__getitem__,
             gpus_per_replica=dep.gpus_per_replica,
             token_scale=dep.token_scale,

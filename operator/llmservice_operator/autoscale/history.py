@@ -12,11 +12,14 @@ The history holds two kinds of entries, both needed to survive an operator resta
   the rate limits ("at most N replicas per period").
 * the **throughput** ``(time, requests/s)`` the policy learned a full replica completes (see
   ``policy``).
+* recent **arrival rates** ``(time, requests/s)``, one every :data:`RATE_SPACING_SECONDS` at
+  most, over the last ``rate_horizon`` seconds: what the policy reads a rising load's trend
+  from.
 
 In ``status.autoscaling.recommendations`` all are strings ``"<epoch>=<value>"``: a
 recommendation is a plain count (``"1718000000=4"``), an event carries a sign
 (``"1718000000=+3"``, ``"...=-1"``), the learned throughput an at sign
-(``"1718000000=@4.07"``).
+(``"1718000000=@4.07"``), an observed arrival rate a tilde (``"1718000000=~12.5"``).
 So one list keeps the whole history and ``history_from_status(history_to_status(...))`` is the
 identity (times to the millisecond).
 """
@@ -32,6 +35,7 @@ from ..api.status import AutoscalingStatus
 
 __all__ = [
     "MAX_STATUS_ENTRIES",
+    "RATE_SPACING_SECONDS",
     "ScaleHistory",
     "format_epoch",
     "from_rfc3339",
@@ -44,6 +48,9 @@ __all__ = [
 
 #: ``AutoscalingStatus.recommendations`` holds at most this many strings (the CRD says so).
 MAX_STATUS_ENTRIES = 120
+#: Arrival rates are kept at most one per this many seconds (a 2 s evaluation interval does not
+#: fill the status with them; a trend over minutes needs no more).
+RATE_SPACING_SECONDS = 15.0
 
 
 @dataclass(frozen=True)
@@ -57,6 +64,8 @@ class ScaleHistory:
     last_scale_down_time: float | None = None
     throughput: tuple[float, float] | None = None
     """(time learned, requests/s one full replica completes), or None before it was seen."""
+    rates: tuple[tuple[float, float], ...] = ()
+    """(time, requests/s arriving) as observed by recent evaluations, oldest first."""
 
     def __post_init__(self) -> None:
         for t, replicas in self.recommendations:
@@ -69,6 +78,9 @@ class ScaleHistory:
             t, value = self.throughput
             if not (math.isfinite(t) and math.isfinite(value) and value > 0):
                 raise ValueError(f"bad learned throughput {self.throughput}")
+        for t, rate in self.rates:
+            if not (math.isfinite(t) and math.isfinite(rate) and rate >= 0):
+                raise ValueError(f"bad arrival rate ({t}, {rate})")
 
     def recommendations_since(self, cutoff: float) -> list[int]:
         """Recommendations made strictly after ``cutoff``."""
@@ -90,12 +102,16 @@ class ScaleHistory:
         down_window: float,
         event_horizon: float,
         throughput: tuple[float, float] | None = None,
+        arrival_rate: float | None = None,
+        rate_horizon: float = 0.0,
     ) -> ScaleHistory:
         """This history with one evaluation added and what no window can see any more dropped.
 
         ``recommendation`` None records none (an evaluation without data recommends nothing).
         ``change`` is the applied change of the desired count (0 for none).
         ``throughput`` replaces the learned one when given.
+        ``arrival_rate`` (when measured) joins the rates unless one was kept less than
+        :data:`RATE_SPACING_SECONDS` ago; rates older than ``rate_horizon`` go.
         """
         recs = list(self.recommendations)
         if recommendation is not None:
@@ -103,11 +119,15 @@ class ScaleHistory:
         events = [(t, c) for t, c in self.events if t > now - event_horizon]
         if change:
             events.append((now, change))
+        rates = [(t, r) for t, r in self.rates if now - rate_horizon < t <= now]
+        if arrival_rate is not None and (not rates or now - rates[-1][0] >= RATE_SPACING_SECONDS):
+            rates.append((now, arrival_rate))
         history = replace(
             self,
             recommendations=_compact(recs, now, up_window, down_window),
             events=tuple(events),
             throughput=throughput or self.throughput,
+            rates=tuple(rates),
         )
         if change > 0:
             history = replace(history, last_scale_time=now, last_scale_up_time=now)
@@ -153,14 +173,16 @@ def format_epoch(t: float) -> str:
 
 
 def history_to_strings(history: ScaleHistory) -> list[str]:
-    """``"<epoch>=<replicas>"`` per recommendation and ``"<epoch>=<+/-change>"`` per event.
+    """``"<epoch>=<replicas>"`` per recommendation, ``"<epoch>=<+/-change>"`` per event,
+    ``"<epoch>=~<requests/s>"`` per arrival rate, then ``"<epoch>=@<requests/s>"`` learned.
 
-    Sorted by time (recommendations first at equal times); the oldest entries go first when
-    more than :data:`MAX_STATUS_ENTRIES` would be written.
+    Sorted by time (recommendations, events, rates at equal times); the oldest entries go
+    first when more than :data:`MAX_STATUS_ENTRIES` would be written.
     """
     entries: list[tuple[float, int, str]] = []
     entries += [(t, 0, f"{format_epoch(t)}={r}") for t, r in history.recommendations]
     entries += [(t, 1, f"{format_epoch(t)}={c:+d}") for t, c in history.events]
+    entries += [(t, 2, f"{format_epoch(t)}=~{format_epoch(r)}") for t, r in history.rates]
     entries.sort(key=lambda e: (e[0], e[1]))
     texts = [text for _, _, text in entries]
     learned = []
@@ -182,6 +204,7 @@ def history_from_strings(
     """The inverse of :func:`history_to_strings`; raises ValueError on a malformed entry."""
     recs: list[tuple[float, int]] = []
     events: list[tuple[float, int]] = []
+    rates: list[tuple[float, float]] = []
     throughput: tuple[float, float] | None = None
     for entry in entries:
         epoch, sep, value = entry.partition("=")
@@ -197,6 +220,11 @@ def history_from_strings(
                     raise ValueError("a learned throughput must be > 0")
                 if throughput is None or t >= throughput[0]:
                     throughput = (t, number)
+            elif value.startswith("~"):
+                rate = float(value[1:])
+                if not (rate >= 0 and math.isfinite(rate)):
+                    raise ValueError("an arrival rate must be a finite number >= 0")
+                rates.append((t, rate))
             elif value.startswith(("+", "-")):
                 change = int(value)
                 if change == 0:
@@ -218,6 +246,7 @@ def history_from_strings(
         last_scale_up_time=last_scale_up_time,
         last_scale_down_time=last_scale_down_time,
         throughput=throughput,
+        rates=tuple(sorted(rates)),
     )
 
 

@@ -25,9 +25,19 @@ With ``D`` every sequence in the system (``sum(running + waiting)`` over the rea
 plus requests held upstream), ``W`` the requests waiting, ``F`` the sequences a replica holds
 (``max_num_seqs``, or fewer when its KV cache fills first: ``running / kv_usage``):
 
-* ``n_rate = ceil((lambda + W / 120 s) / (target_utilization x mu))``: replicas to carry the
-  arrivals at 80% of a full replica's throughput (queueing delay grows as ``u / (1 - u)``) and
-  clear today's queue within two minutes, once ``mu`` is known;
+* ``R = (lambda' + W / 120 s) / mu``: the load in full replicas, to carry the arrivals and
+  clear today's queue within two minutes, once ``mu`` is known. ``lambda'`` is the arrival
+  rate projected one replica start-up ahead (``startup_seconds``, 120 s) along its **trend**:
+  the least-squares slope of the rates of the last two minutes (kept in the history), when
+  it is significant (2 standard errors) and worth at least a 10% rise in that time; else
+  ``lambda'`` is ``lambda``;
+* ``n_rate = ceil(R / target_utilization + H(R))``: 80% of a full replica's throughput
+  (queueing delay grows as ``u / (1 - u)``) plus the **burst headroom**
+  ``H(R) = min(2 R, burst_headroom x sqrt(R))`` (``burst_headroom`` 2): spare throughput for a
+  burst while new replicas start. A load's fluctuations grow as the square root of its size
+  (square-root staffing), so small fleets keep relatively more (2 spare replicas at a load of
+  1, 4 at 4, 8 at 16) and a load of a fraction of a replica at most twice itself. An explicit
+  ``targetUtilization`` in the spec plans at that utilization alone (``burst_headroom`` 0);
 * ``n_conc = ceil(D / (ceiling x F))``: replicas to hold every sequence under the ceiling
   (``kvCacheUsageCeiling``, 0.9 by default) of their slots;
 * ``n_kv = ceil(sum(kv_usage) / ceiling)``: replicas to keep KV usage under the ceiling;
@@ -44,11 +54,13 @@ Rules
   ``scale_up.max_replicas_per_period`` added per ``period_seconds``.
 * **Scale down** to ``n_down``: ``n_fit`` computed 15% under the targets (``DOWN_TOLERANCE``),
   i.e. the load simulated on the fewer replicas stays under the ceiling and the utilization
-  target with room for noise. A steady, noisy load between the two thresholds changes
-  nothing: one replica plus 15% of hysteresis. A scale-down also waits for the stabilization
-  window: the desired count never drops below the highest recommendation of the last
-  ``scale_down.stabilization_window_seconds`` (the Kubernetes HPA rule; an empty window starts
-  now, so a restart never scales down on one sample), and at most
+  target with room for noise, and keeps the burst headroom. A steady, noisy load between the
+  two thresholds changes nothing: one replica plus 15% of hysteresis. A scale-down also waits
+  for the stabilization window: the desired count never drops below the highest *base*
+  recommendation of the last ``scale_down.stabilization_window_seconds`` (the Kubernetes HPA
+  rule, over what the load needed at the utilization target, without headroom or trend: a
+  peak holds the replicas it needed for a whole window, the headroom follows the load of now;
+  an empty window starts now, so a restart never scales down on one sample), and at most
   ``scale_down.max_replicas_per_period`` go per period. Never while the queue is over the
   target, and never before ``mu`` is known when completions are measured (the capacity to
   simulate against is unknown: a new service learns it at its first saturation).
@@ -87,6 +99,8 @@ __all__ = [
     "ScalingInputs",
     "decide",
     "default_target_queue_depth",
+    "arrival_trend",
+    "burst_headroom",
     "estimate_load",
     "resolve_target_queue_depth",
 ]
@@ -114,6 +128,27 @@ def _scale_down_default() -> ScalingBehavior:
     return ScalingBehavior(stabilization_window_seconds=300, max_replicas_per_period=1)
 
 
+#: The utilization target when ``spec.scaling.targetUtilization`` is unset (with the burst
+#: headroom on top).
+DEFAULT_TARGET_UTILIZATION = 0.8
+#: Burst headroom when ``targetUtilization`` is unset: this x ``sqrt(R)`` replicas of spare
+#: throughput on top of the ``R / utilization`` a load of ``R`` full replicas needs.
+DEFAULT_BURST_HEADROOM = 2.0
+#: The burst headroom is never more than this many times the load itself (a load of a fifth of
+#: a replica is not given two).
+BURST_HEADROOM_MAX_SHARE = 2.0
+#: How long a new replica takes to serve, by default (GPU node, image, weights): the horizon a
+#: rising arrival rate is projected over.
+DEFAULT_STARTUP_SECONDS = 120.0
+
+
+def burst_headroom(config: PolicyConfig, replicas_of_load: float) -> float:
+    """Spare replicas of throughput kept for a load of ``replicas_of_load`` full replicas:
+    ``min(2 x R, burst_headroom x sqrt(R))`` (0 when ``burst_headroom`` is 0)."""
+    r = max(0.0, replicas_of_load)
+    return min(BURST_HEADROOM_MAX_SHARE * r, config.burst_headroom * math.sqrt(r))
+
+
 @dataclass(frozen=True)
 class PolicyConfig:
     """Bounds, targets and behaviour: ``spec.scaling`` plus the replica's ``max_num_seqs``."""
@@ -123,11 +158,17 @@ class PolicyConfig:
     max_num_seqs: int
     target_queue_depth: float
     kv_cache_usage_ceiling: float = 0.9
-    target_utilization: float = 0.8
+    target_utilization: float = DEFAULT_TARGET_UTILIZATION
     """Share of a full replica's learned throughput to plan for (latency grows steeply with
     utilization: queueing delay goes as u / (1 - u))."""
     scale_up: ScalingBehavior = field(default_factory=ScalingBehavior)
     scale_down: ScalingBehavior = field(default_factory=_scale_down_default)
+    burst_headroom: float = DEFAULT_BURST_HEADROOM
+    """Spare throughput for bursts while new replicas start, in replicas per square root of
+    the replicas the load needs (:func:`burst_headroom`); 0 plans at ``target_utilization``
+    alone (what an explicit ``spec.scaling.targetUtilization`` does)."""
+    startup_seconds: float = DEFAULT_STARTUP_SECONDS
+    """How long a new replica takes to serve: a rising arrival rate is projected this far."""
 
     def __post_init__(self) -> None:
         if not 0 <= self.min_replicas <= self.max_replicas:
@@ -145,16 +186,26 @@ class PolicyConfig:
             raise ValueError(
                 f"kv_cache_usage_ceiling must be in (0, 1], got {self.kv_cache_usage_ceiling}"
             )
+        if not (self.burst_headroom >= 0 and math.isfinite(self.burst_headroom)):
+            raise ValueError(f"burst_headroom must be >= 0, got {self.burst_headroom}")
+        if not (self.startup_seconds >= 0 and math.isfinite(self.startup_seconds)):
+            raise ValueError(f"startup_seconds must be >= 0, got {self.startup_seconds}")
 
     @classmethod
     def from_spec(cls, spec: ScalingSpec, max_num_seqs: int) -> PolicyConfig:
-        """The policy for ``spec.scaling`` of a service whose replicas run ``max_num_seqs``."""
+        """The policy for ``spec.scaling`` of a service whose replicas run ``max_num_seqs``.
+
+        ``targetUtilization`` unset: the default, 0.8 plus the burst headroom. Set: exactly that
+        utilization, no headroom on top (the user chose the headroom)."""
+        explicit = spec.target_utilization
         return cls(
             min_replicas=spec.min_replicas,
             max_replicas=spec.max_replicas,
             max_num_seqs=max_num_seqs,
             target_queue_depth=resolve_target_queue_depth(spec.target_queue_depth, max_num_seqs),
             kv_cache_usage_ceiling=spec.kv_cache_usage_ceiling,
+            target_utilization=DEFAULT_TARGET_UTILIZATION if explicit is None else explicit,
+            burst_headroom=DEFAULT_BURST_HEADROOM if explicit is None else 0.0,
             scale_up=spec.scale_up,
             scale_down=spec.scale_down,
         )
@@ -232,6 +283,7 @@ class LoadEstimate:
     n_conc: int
     n_kv: int
     n_rate: int | None
+    """Replicas the (projected) arrival rate needs, burst headroom included."""
     n_fit: int
     n_down: int
     """n_fit planned DOWN_TOLERANCE below the ceiling: how far a scale-down may go."""
@@ -244,6 +296,15 @@ class LoadEstimate:
     capacity_known: bool
     """A full replica's throughput is known (or completions are not measured at all, so the
     slot and KV model is all there is): without it a scale-down has nothing to simulate."""
+    trend: float = 0.0
+    """How fast the arrival rate rises (requests/s per second; 0 unless significant)."""
+    planned_rate: float | None = None
+    """The arrival rate planned for: ``lambda + trend x startup_seconds``."""
+    n_base: int = 0
+    """n_fit for the rate measured now at the utilization target: no burst headroom, no trend
+    (what the scale-down stabilization window remembers)."""
+    n_base_down: int = 0
+    """n_down likewise."""
 
 
 @dataclass(frozen=True)
@@ -275,12 +336,25 @@ def _relearned(
     return (now, load.throughput)
 
 
+#: More replicas than any bounds allow (what a vanishing learned throughput asks for).
+_HUGE = 10**9
+
+
 def _ceil(x: float) -> int:
-    return max(0, math.ceil(x - _EPS))
+    return _HUGE if not x < _HUGE else max(0, math.ceil(x - _EPS))
 
 
 #: A queue is work too: the replicas planned also clear it within this long.
 DRAIN_SECONDS = 120.0
+#: A trend is read from the arrival rates of this many seconds (the history keeps them)...
+TREND_WINDOW_SECONDS = 120.0
+#: ...once they span at least this long (not from the first scrapes after a start)...
+TREND_MIN_SPAN_SECONDS = 90.0
+#: ...and counts when the least-squares slope is this many standard errors above zero.
+TREND_SIGNIFICANCE = 2.0
+#: ...and would raise the rate by at least this share within the start-up time (a smaller rise
+#: is the burst headroom's to absorb; one-minute rates wobble that much without a trend).
+TREND_MIN_RISE = 0.1
 #: Weight of each new observation of a full replica's throughput (once one is known).
 LEARNING_RATE = 0.2
 #: Scale-down plans this much below the targets (scale-up at them): the hysteresis that keeps a
@@ -296,12 +370,17 @@ def estimate_load(
     gateway_waiting: int = 0,
     arrival_rate: float | None = None,
     learned_throughput: float | None = None,
+    rates: Sequence[tuple[float, float]] = (),
+    now: float | None = None,
 ) -> LoadEstimate:
-    """The load model over ``samples`` (extrapolated to ``ready`` replicas when some lack one)."""
+    """The load model over ``samples`` (extrapolated to ``ready`` replicas when some lack one).
+
+    ``rates`` are earlier ``(time, arrival rate)`` observations (the history's), for the trend
+    at ``now``."""
     ceiling = config.kv_cache_usage_ceiling
     target = config.target_queue_depth
     queueing = [s for s in samples if s.waiting > target]
-    rates = [s.completion_rate for s in samples if s.completion_rate is not None]
+    completions = [s.completion_rate for s in samples if s.completion_rate is not None]
     # A replica queueing beyond the target is full: what it completes is what a full replica
     # does. The median, so a replica that just became ready (queued by the balancer, barely
     # completing yet) does not drag it down.
@@ -311,7 +390,7 @@ def estimate_load(
         # Smoothed: a rate window that began before the queue did reads low for a while.
         learned_now = (1 - LEARNING_RATE) * learned_throughput + LEARNING_RATE * learned_now
     throughput = learned_now or learned_throughput
-    capacity_known = throughput is not None or not rates
+    capacity_known = throughput is not None or not completions
 
     fulls: list[float] = []
     running = waiting = kv_total = 0.0
@@ -332,28 +411,41 @@ def estimate_load(
     load = (running + waiting) * scale + gateway_waiting
     waiting_total = waiting * scale + gateway_waiting
     kv_total *= kv_scale
-    if arrival_rate is None and samples and len(rates) == len(samples):
-        arrival_rate = sum(rates) * scale
+    if arrival_rate is None and samples and len(completions) == len(samples):
+        arrival_rate = sum(completions) * scale
     queue_over = ready > 0 and waiting * scale / ready > target
 
     utilization = config.target_utilization
+    trend = 0.0
+    planned = arrival_rate
+    if arrival_rate is not None and now is not None:
+        trend = arrival_trend(rates, now, arrival_rate, config.startup_seconds)
+        planned = arrival_rate + trend * config.startup_seconds
 
-    def fewest(slack: float) -> int:
-        """Replicas to stay ``slack`` (1 = none) under the ceiling and the utilization target."""
+    def for_rate(rate: float, mu: float, slack: float, headroom: bool) -> int:
+        """Replicas for ``rate`` (and the queue) at ``slack`` x the utilization target, plus
+        the burst headroom for it."""
+        r = (rate + waiting_total / DRAIN_SECONDS) / mu
+        extra = burst_headroom(config, r) if headroom else 0.0
+        return _ceil(r / (slack * utilization) + extra)
+
+    def fewest(slack: float, headroom: bool) -> int:
+        """Replicas to stay ``slack`` (1 = none) under the ceiling and the utilization target,
+        with the burst headroom and the trend or without."""
         level = ceiling * slack
         n = max(_ceil(load / (level * full_mean)), _ceil(kv_total / level))
-        if arrival_rate is not None and throughput:
-            need = arrival_rate + waiting_total / DRAIN_SECONDS
-            n = max(n, _ceil(need / (utilization * slack * throughput)))
+        if arrival_rate is not None and planned is not None and throughput:
+            n = max(n, for_rate(planned if headroom else arrival_rate, throughput, slack, headroom))
+        if queue_over:  # the ready replicas are full: at least one more, whatever the model says
+            n = max(n, ready + 1)
         return n
 
     n_rate = None
-    if arrival_rate is not None and throughput:
-        need = arrival_rate + waiting_total / DRAIN_SECONDS
-        n_rate = _ceil(need / (utilization * throughput))
-    n_fit = fewest(1.0)
-    if queue_over:  # the ready replicas are full: at least one more, whatever the model says
-        n_fit = max(n_fit, ready + 1)
+    if planned is not None and throughput:
+        n_rate = for_rate(planned, throughput, 1.0, True)
+    n_fit = fewest(1.0, True)
+    n_base = fewest(1.0, False)
+    down = 1 - DOWN_TOLERANCE
     return LoadEstimate(
         load=load,
         waiting=waiting_total,
@@ -365,12 +457,47 @@ def estimate_load(
         n_kv=_ceil(kv_total / ceiling),
         n_rate=n_rate,
         n_fit=n_fit,
-        n_down=n_fit if queue_over else max(n_fit, fewest(1 - DOWN_TOLERANCE)),
+        n_down=n_fit if queue_over else max(n_fit, fewest(down, True)),
         idle=load == 0 and arrival_rate == 0,
         saturated=learned_now is not None,
         queue_over=queue_over,
         capacity_known=capacity_known,
+        trend=trend,
+        planned_rate=planned,
+        n_base=n_base,
+        n_base_down=n_base if queue_over else max(n_base, fewest(down, False)),
     )
+
+
+def arrival_trend(
+    rates: Sequence[tuple[float, float]],
+    now: float,
+    rate: float,
+    horizon: float = DEFAULT_STARTUP_SECONDS,
+) -> float:
+    """How fast the arrival rate rises, requests/s per second: the least-squares slope of the
+    ``(time, rate)`` observations of the last :data:`TREND_WINDOW_SECONDS` and ``rate`` now.
+
+    0 unless the observations span :data:`TREND_MIN_SPAN_SECONDS`, the slope is
+    :data:`TREND_SIGNIFICANCE` standard errors above zero and it would raise ``rate`` by
+    :data:`TREND_MIN_RISE` within ``horizon`` seconds: a falling, flat, noisy or barely rising
+    rate has no trend to plan for.
+    """
+    points = [(t, r) for t, r in rates if now - TREND_WINDOW_SECONDS < t < now]
+    points.append((now, rate))
+    if len(points) < 3 or now - points[0][0] < TREND_MIN_SPAN_SECONDS:
+        return 0.0
+    mean_t = sum(t for t, _ in points) / len(points)
+    mean_r = sum(r for _, r in points) / len(points)
+    spread = sum((t - mean_t) ** 2 for t, _ in points)
+    slope = sum((t - mean_t) * (r - mean_r) for t, r in points) / spread
+    if slope <= 0:
+        return 0.0
+    residual = sum((r - mean_r - slope * (t - mean_t)) ** 2 for t, r in points)
+    error = math.sqrt(residual / (len(points) - 2) / spread)
+    if slope <= TREND_SIGNIFICANCE * error or slope * horizon < TREND_MIN_RISE * rate:
+        return 0.0
+    return slope
 
 
 def decide(config: PolicyConfig, inputs: ScalingInputs) -> ScaleDecision:
@@ -388,6 +515,7 @@ def decide(config: PolicyConfig, inputs: ScalingInputs) -> ScaleDecision:
         degraded: bool,
         load: LoadEstimate | None,
         recorded: int | None = None,
+        observed_rate: float | None = None,
     ) -> ScaleDecision:
         clamped = min(max(desired, lo), hi)
         if clamped != desired:
@@ -402,6 +530,8 @@ def decide(config: PolicyConfig, inputs: ScalingInputs) -> ScaleDecision:
             down_window=down.stabilization_window_seconds,
             event_horizon=max(up.period_seconds, down.period_seconds),
             throughput=_relearned(inputs.history.throughput, load, now),
+            arrival_rate=observed_rate,
+            rate_horizon=TREND_WINDOW_SECONDS,
         )
         direction: Direction = "up" if change > 0 else "down" if change < 0 else "hold"
         return ScaleDecision(clamped, rec, direction, reason, degraded, history, load)
@@ -428,6 +558,8 @@ def decide(config: PolicyConfig, inputs: ScalingInputs) -> ScaleDecision:
         inputs.gateway_waiting,
         inputs.arrival_rate,
         history.throughput[1] if history.throughput else None,
+        history.rates,
+        now,
     )
     partial = 0 < len(present) < inputs.ready
     waiting_loading = inputs.ready == 0 and current > 0
@@ -435,33 +567,44 @@ def decide(config: PolicyConfig, inputs: ScalingInputs) -> ScaleDecision:
     # -- the unstabilized recommendation -------------------------------------------------------
     # Over the targets: go to where they hold. Fits on fewer with room to spare: go there.
     # Between the two: stay (hysteresis).
-    if load.n_fit > current:
-        rec = load.n_fit
-    elif load.n_down < current and (load.capacity_known or load.idle):
-        rec = load.n_down
-    else:
-        rec = current
     if current == 0:  # activation needs evidence of demand; unknown arrivals are not demand
         floor = 1 if load.load > 0 or (inputs.arrival_rate or 0) > 0 else 0
     else:  # scale to zero needs proof of idleness; unknown arrivals are not proof
         floor = 0 if load.idle else 1
-    rec = min(max(rec, floor, lo), hi)
-    if partial or waiting_loading:
-        rec = max(rec, min(current, hi))
+
+    def recommend(n_fit: int, n_down: int) -> int:
+        if n_fit > current:
+            rec = n_fit
+        elif n_down < current and (load.capacity_known or load.idle):
+            rec = n_down
+        else:
+            rec = current
+        rec = min(max(rec, floor, lo), hi)
+        if partial or waiting_loading:
+            rec = max(rec, min(current, hi))
+        return rec
+
+    rec = recommend(load.n_fit, load.n_down)
+    # The same without the burst headroom and the trend: what the load measured now needs.
+    base = min(rec, recommend(load.n_base, load.n_base_down))
 
     # -- stabilization (HPA semantics) ---------------------------------------------------------
     # Scale-down follows the highest recommendation of its window. With no recommendation in
     # the window (first evaluation, a restart after a long outage, data just back) the window
     # starts now: this evaluation counts as recommending at least the current count, so the
     # first scale-down comes one full window later, never from a single sample.
+    # The window remembers the base recommendations (the load at the utilization target); the
+    # burst headroom and the trend follow the load measured now, with the 15% hysteresis: a
+    # peak holds the replicas it needed for a whole window, not its headroom as well.
     recent_down = inputs.history.recommendations_since(now - down.stabilization_window_seconds)
-    recorded = rec
-    if not recent_down and down.stabilization_window_seconds > 0 and current > rec:
+    recorded = base
+    if not recent_down and down.stabilization_window_seconds > 0 and current > base:
         recorded = min(current, hi)
-    up_bound = min(
-        [rec, *inputs.history.recommendations_since(now - up.stabilization_window_seconds)]
-    )
-    down_bound = max([recorded, *recent_down])
+    # A scale-up window compares its base recommendations, plus the headroom wanted now.
+    headroom = rec - base
+    recent_up = inputs.history.recommendations_since(now - up.stabilization_window_seconds)
+    up_bound = min([rec, *(r + headroom for r in recent_up)])
+    down_bound = max([recorded, rec, *recent_down])
     target = current
     if target < up_bound:
         target = up_bound
@@ -483,7 +626,8 @@ def decide(config: PolicyConfig, inputs: ScalingInputs) -> ScaleDecision:
             desired, limited = limit, True
 
     reason = _reason(config, inputs, load, rec, target, desired, limited, partial)
-    return finish(desired, rec, reason, partial, load, recorded)
+    observed = None if partial or not present else load.arrival_rate
+    return finish(desired, rec, reason, partial, load, recorded, observed)
 
 
 def _reason(
@@ -511,7 +655,18 @@ def _reason(
             f", {load.arrival_rate:.3g} req/s arriving for replicas that complete "
             f"{load.throughput:.3g} req/s when full"
         )
+        if load.trend > 0 and load.planned_rate is not None:
+            situation += (
+                f", rising {60 * load.trend:.2g} req/s per minute (planning for "
+                f"{load.planned_rate:.3g} req/s, {config.startup_seconds:g}s ahead)"
+            )
     fit = f"{load.n_fit} replica{'' if load.n_fit == 1 else 's'} carry it within the targets"
+    if load.n_fit > load.n_base:
+        spare = "burst headroom and trend" if load.trend > 0 else "burst headroom"
+        fit += (
+            f" ({load.n_base} at {config.target_utilization:.0%} utilization, "
+            f"{load.n_fit - load.n_base} more for {spare})"
+        )
     fit_down = (
         f"{load.n_down} replica{'' if load.n_down == 1 else 's'} would carry it with "
         f"{DOWN_TOLERANCE:.0%} to spare"

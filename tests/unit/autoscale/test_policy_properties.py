@@ -16,6 +16,7 @@ from llmservice_operator.autoscale import (
     ReplicaSample,
     ScaleHistory,
     ScalingInputs,
+    burst_headroom,
     decide,
 )
 
@@ -32,6 +33,9 @@ def configs(draw: st.DrawFn) -> PolicyConfig:
         max_num_seqs=draw(st.sampled_from([8, 64, 114, 256])),
         target_queue_depth=draw(st.sampled_from([1.0, 4.0, 14.0, 32.0])),
         kv_cache_usage_ceiling=draw(st.sampled_from([0.5, 0.8, 0.9, 1.0])),
+        target_utilization=draw(st.sampled_from([0.5, 0.8, 1.0])),
+        burst_headroom=draw(st.sampled_from([0.0, 2.0, 3.0])),
+        startup_seconds=draw(st.sampled_from([0.0, 120.0])),
         scale_up=ScalingBehavior(
             stabilization_window_seconds=draw(st.sampled_from([0, 30])),
             max_replicas_per_period=draw(st.integers(1, 8)),
@@ -61,10 +65,12 @@ def histories(draw: st.DrawFn, now: float = 10_000.0) -> ScaleHistory:
         st.lists(st.tuples(st.integers(0, 120), st.integers(-5, 5).filter(bool)), max_size=6)
     )
     mu = draw(st.one_of(st.none(), st.floats(0.1, 20.0)))
+    rates = draw(st.lists(st.tuples(st.integers(1, 150), st.floats(0.0, 100.0)), max_size=10))
     return ScaleHistory(
         recommendations=tuple(sorted((now - age, r) for age, r in recs)),
         events=tuple(sorted((now - age, c) for age, c in events)),
         throughput=None if mu is None else (now - 1000.0, mu),
+        rates=tuple(sorted((now - age, r) for age, r in rates)),
     )
 
 
@@ -131,11 +137,26 @@ def test_loading_replicas_are_not_counted_twice(
         assert with_loading == without
 
 
-def _steady_run(config: PolicyConfig, rate: float, mu: float, seed: int) -> list[int]:
+def _threshold(config: PolicyConfig, k: int) -> float:
+    """The load R (in full replicas) at which the rate rule asks for exactly k replicas:
+    ``R / utilization + burst_headroom(R) = k`` (bisection; the left side grows with R)."""
+    lo, hi = 0.0, float(k)
+    for _ in range(100):
+        mid = (lo + hi) / 2
+        if mid / config.target_utilization + burst_headroom(config, mid) < k:
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+def _steady_run(
+    config: PolicyConfig, rate: float, mu: float, seed: int, start: int | None = None
+) -> list[int]:
     """Evaluations every 15 s for an hour of a steady arrival rate with +-3% noise; the fleet
     follows the decisions at once (no loading delay: the harshest case for flapping)."""
     rng = random.Random(seed)
-    current = max(1, math.ceil(rate / (0.8 * mu)))  # at the utilization target
+    current = start or max(1, math.ceil(rate / (0.8 * mu)))  # at the utilization target
     history = ScaleHistory(throughput=(0.0, mu))
     out = []
     for i in range(240):
@@ -171,14 +192,25 @@ def _steady_run(config: PolicyConfig, rate: float, mu: float, seed: int) -> list
     st.floats(2.0, 60.0),
     st.floats(1.0, 8.0),
     st.integers(0, 10_000),
+    st.sampled_from([0.0, 2.0]),
 )
-def test_no_flapping_on_a_steady_load_near_a_threshold(rate: float, mu: float, seed: int) -> None:
-    """Put the rate right at a scaling threshold (k replicas at 80% of their throughput, +-3%
-    noise): the count may settle (ratchet up to the noise's peak), then never reverses."""
-    config = PolicyConfig(min_replicas=1, max_replicas=100, max_num_seqs=64, target_queue_depth=8)
-    k = max(1, round(rate / (0.8 * mu)))
-    at_threshold = k * 0.8 * mu
-    counts = _steady_run(config, at_threshold, mu, seed)
+def test_no_flapping_on_a_steady_load_near_a_threshold(
+    rate: float, mu: float, seed: int, headroom: float
+) -> None:
+    """Put the rate right at a scaling threshold (k replicas at 80% of their throughput, plus
+    the burst headroom when there is one; +-3% noise), starting from those k: the count may
+    settle (ratchet up to the noise's peak), then never reverses. The noise is independent
+    from one evaluation to the next, so it shows no significant trend."""
+    config = PolicyConfig(
+        min_replicas=1,
+        max_replicas=100,
+        max_num_seqs=64,
+        target_queue_depth=8,
+        burst_headroom=headroom,
+    )
+    k = max(1, round(rate / mu / 0.8 + burst_headroom(config, rate / mu)))
+    at_threshold = _threshold(config, k) * mu
+    counts = _steady_run(config, at_threshold, mu, seed, start=k)
     changes = [b - a for a, b in itertools.pairwise(counts) if b != a]
     reversals = sum(1 for a, b in itertools.pairwise(changes) if (a > 0) != (b > 0))
     assert reversals == 0, counts

@@ -1,10 +1,13 @@
 """Worked examples of the autoscaling policy: each row spells out the arithmetic.
 
 Unless a row says otherwise: ``max_num_seqs`` 64 (so the default target queue depth is
-64 // 8 = 8), KV ceiling 0.9, target utilization 0.8 of a full replica's throughput, bounds
+64 // 8 = 8), KV ceiling 0.9, target utilization 0.8 of a full replica's throughput with no
+burst headroom (``CONFIG``: what an explicit ``targetUtilization: 0.8`` configures), bounds
 1..10, scale-up without delay at most 4 per 60 s, scale-down after 300 s at most 1 per 60 s,
 and a scale-down plans 15% under the targets (0.8 x 0.85 = 0.68 of the throughput, 0.9 x
-0.85 = 0.765 of slots and KV).
+0.85 = 0.765 of slots and KV). ``DEFAULT`` is the policy's default (``targetUtilization``
+unset): the same plus the burst headroom ``min(2 R, 2 sqrt(R))`` replicas for a load of
+``R`` full replicas, and the trend of the arrival rate projected 120 s ahead.
 """
 
 from __future__ import annotations
@@ -19,13 +22,16 @@ from llmservice_operator.autoscale import (
     ReplicaSample,
     ScaleHistory,
     ScalingInputs,
+    arrival_trend,
+    burst_headroom,
     decide,
     default_target_queue_depth,
     estimate_load,
     resolve_target_queue_depth,
 )
 
-CONFIG = PolicyConfig(min_replicas=1, max_replicas=10, max_num_seqs=64, target_queue_depth=8)
+DEFAULT = PolicyConfig(min_replicas=1, max_replicas=10, max_num_seqs=64, target_queue_depth=8)
+CONFIG = replace(DEFAULT, burst_headroom=0.0)
 S = ReplicaSample
 
 
@@ -52,6 +58,11 @@ def inputs(
 
 def learned(mu: float, at: float = 0.0) -> ScaleHistory:
     return ScaleHistory(throughput=(at, mu))
+
+
+#: Arrival rates observed every 15 s over the last 105 s, rising 0.25 req/s each time (1 req/s
+#: per minute): 2.0 at 895 s ... 3.5 at 985 s; 3.75 arrives at 1000 s.
+RISING = tuple((895.0 + 15 * i, 2.0 + 0.25 * i) for i in range(7))
 
 
 @dataclass(frozen=True)
@@ -274,6 +285,87 @@ ROWS = [
         0,
         config=replace(CONFIG, min_replicas=0),
     ),
+    # -- the default: burst headroom, trend, and the window that remembers the base --------
+    Row(
+        "burst headroom: 2 sqrt(R) spare replicas on top of the utilization target",
+        "R = 10 / 4 = 2.5 full replicas of load; at 80%: 2.5 / 0.8 = 3.125 (4 alone); headroom "
+        "min(2 x 2.5, 2 x sqrt(2.5)) = 3.16; n_fit = ceil(6.29) = 7; 3 + 4 allowed per minute",
+        inputs(
+            3, S(waiting=0, running=20, kv_cache_usage=0.2), arrival_rate=10.0, history=learned(4.0)
+        ),
+        7,
+        config=DEFAULT,
+        reason_has="7 replicas carry it within the targets (4 at 80% utilization, 3 more for "
+        "burst headroom)",
+    ),
+    Row(
+        "a tiny load with a small queue keeps its one replica",
+        "R = (1 + 3 waiting / 120 s) / 4 = 0.256; 0.256 / 0.8 = 0.32; headroom min(2 x 0.256, "
+        "2 x sqrt(0.256)) = 0.51 (at most twice the load); ceil(0.83) = 1; 3 waiting < target 8",
+        inputs(
+            1, S(waiting=3, running=2, kv_cache_usage=0.05), arrival_rate=1.0, history=learned(4.0)
+        ),
+        1,
+        config=DEFAULT,
+        reason_has="holding 1",
+    ),
+    Row(
+        "a rising arrival rate is planned for a start-up time ahead",
+        "least-squares slope of RISING and 3.75 now: 1 req/s per minute, significant, a rise of "
+        "2 in 120 s (>= 10% of 3.75); planned 3.75 + 2 = 5.75; R = 1.44: 1.8 + 2 x sqrt(1.44) "
+        "= 4.2 -> 5 (without the trend: 0.94 -> 1.17 + 1.88 = 3.05 -> 4)",
+        inputs(
+            3,
+            S(waiting=0, running=10, kv_cache_usage=0.1),
+            arrival_rate=3.75,
+            history=ScaleHistory(throughput=(0.0, 4.0), rates=RISING),
+        ),
+        5,
+        config=DEFAULT,
+        reason_has="rising 1 req/s per minute (planning for 5.75 req/s, 120s ahead); 5 replicas "
+        "carry it within the targets (2 at 80% utilization, 3 more for burst headroom and trend)",
+    ),
+    Row(
+        "after a peak the headroom follows the load; the window keeps the peak's base",
+        "8 req/s: R = 2; down plans 15% under the target: 2 / 0.68 + 2 x sqrt(2) = 5.77 -> 6; "
+        "the window (300 s) recorded a base recommendation of 5 at the peak, not 9: toward 6, "
+        "9 -> 8 (1 per 60 s)",
+        inputs(
+            9,
+            S(waiting=0, running=10, kv_cache_usage=0.1),
+            arrival_rate=8.0,
+            history=ScaleHistory(recommendations=((850.0, 5),), throughput=(0.0, 4.0)),
+        ),
+        8,
+        config=DEFAULT,
+        reason_has="scale down 9 -> 8: 6 replicas would carry it with 15% to spare",
+    ),
+    Row(
+        "the window still holds what the peak's load needed",
+        "the same load fits 6, but the window recorded a base of 8 150 s ago: hold 8",
+        inputs(
+            8,
+            S(waiting=0, running=10, kv_cache_usage=0.1),
+            arrival_rate=8.0,
+            history=ScaleHistory(recommendations=((850.0, 8),), throughput=(0.0, 4.0)),
+        ),
+        8,
+        config=DEFAULT,
+        reason_has="but the last 300s recommended up to 8",
+    ),
+    Row(
+        "a scale-up window compares base recommendations plus today's headroom",
+        "as the burst-headroom row (7 = base 4 + headroom 3), with a 60 s scale-up window whose "
+        "lowest base was 2: min(7, 2 + 3) = 5",
+        inputs(
+            3,
+            S(waiting=0, running=20, kv_cache_usage=0.2),
+            arrival_rate=10.0,
+            history=ScaleHistory(recommendations=((950.0, 2),), throughput=(0.0, 4.0)),
+        ),
+        5,
+        config=replace(DEFAULT, scale_up=ScalingBehavior(stabilization_window_seconds=60)),
+    ),
     Row(
         "nothing ready yet: wait for the loading replicas",
         "3 desired, none ready, no metrics to go by: hold",
@@ -419,7 +511,79 @@ def test_config_from_spec_mirrors_scaling_spec() -> None:
     assert config.kv_cache_usage_ceiling == 0.8
     assert config.scale_down.stabilization_window_seconds == 300
     assert config.scale_up == spec.scale_up
-    assert config.target_utilization == 0.8
+    # targetUtilization unset: the default, 0.8 plus the burst headroom.
+    assert (config.target_utilization, config.burst_headroom) == (0.8, 2.0)
+
+
+def test_an_explicit_target_utilization_is_planned_for_exactly() -> None:
+    """spec.scaling.targetUtilization set: that utilization and no headroom on top (the user
+    chose the headroom). 10 req/s at 0.5 of mu 4: ceil(10 / 2) = 5."""
+    config = PolicyConfig.from_spec(ScalingSpec(max_replicas=10, target_utilization=0.5), 64)
+    assert (config.target_utilization, config.burst_headroom) == (0.5, 0.0)
+    decision = decide(config, inputs(3, S(0, 20, 0.2), arrival_rate=10.0, history=learned(4.0)))
+    assert decision.desired_replicas == 5
+
+
+@pytest.mark.parametrize(
+    ("load", "headroom"),
+    [(0.0, 0.0), (0.25, 0.5), (1.0, 2.0), (4.0, 4.0), (16.0, 8.0), (100.0, 20.0)],
+)
+def test_burst_headroom_is_twice_the_square_root_of_the_load(load: float, headroom: float) -> None:
+    """min(2 R, 2 sqrt(R)): relative headroom shrinks as the fleet grows (twice the load at
+    R = 1, as much as the load at 4, a fifth of it at 100), and never exceeds twice the load."""
+    assert burst_headroom(DEFAULT, load) == pytest.approx(headroom)
+    assert burst_headroom(CONFIG, load) == 0.0
+
+
+def test_trend_is_the_least_squares_slope_of_a_steady_rise() -> None:
+    assert arrival_trend(RISING, 1000.0, 3.75) == pytest.approx(1 / 60)
+
+
+@pytest.mark.parametrize(
+    ("rates", "now_rate", "why"),
+    [
+        (RISING[-2:], 3.75, "two rates 15 s apart are not two minutes of evidence"),
+        (tuple((t, 5.0 - r) for t, r in RISING), 1.0, "a falling rate"),
+        (
+            tuple((895.0 + 15 * i, 3.0 + (i % 2)) for i in range(7)),
+            3.5,
+            "alternating 3, 4, 3, 4...: a wobble, not a trend",
+        ),
+        (
+            tuple((895.0 + 15 * i, 10.0 + 0.01 * i) for i in range(7)),
+            10.07,
+            "0.08 req/s more in 120 s: under 10% of the rate",
+        ),
+        (tuple((t - 600.0, r) for t, r in RISING), 3.75, "rates older than two minutes"),
+    ],
+)
+def test_no_trend(rates: tuple[tuple[float, float], ...], now_rate: float, why: str) -> None:
+    assert arrival_trend(rates, 1000.0, now_rate) == 0.0, why
+
+
+def test_each_evaluation_keeps_the_arrival_rate_for_the_trend() -> None:
+    """The measured rate joins the history (at most one per 15 s, two minutes of them); not
+    from an evaluation that misses some replicas' samples."""
+    decision = decide(DEFAULT, inputs(3, S(0, 10, 0.1), arrival_rate=3.75, history=learned(4.0)))
+    assert decision.history.rates == ((1000.0, 3.75),)
+    again = decide(
+        DEFAULT,
+        inputs(3, S(0, 10, 0.1), arrival_rate=4.0, now=1010.0, history=decision.history),
+    )
+    assert again.history.rates == ((1000.0, 3.75),)
+    partial = replace(
+        inputs(3, S(0, 10, 0.1), arrival_rate=4.0, history=learned(4.0)),
+        samples=[S(0, 10, 0.1)],
+    )
+    assert decide(DEFAULT, partial).history.rates == ()
+
+
+def test_the_window_records_the_base_recommendation() -> None:
+    """The burst-headroom row: 7 recommended, 4 of them for the load at the target: the
+    history (the scale-down window) keeps 4, the decision says 7."""
+    decision = decide(DEFAULT, inputs(3, S(0, 20, 0.2), arrival_rate=10.0, history=learned(4.0)))
+    assert decision.recommendation == 7
+    assert decision.history.recommendations[-1] == (1000.0, 4)
 
 
 @pytest.mark.parametrize(
