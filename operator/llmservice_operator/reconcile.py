@@ -25,7 +25,7 @@ from .decide import Decision, Event, Snapshot, decide, referenced_secrets
 from .planning import plan_service
 from .render.labels import REVISION
 from .rollout import RESUME_ANNOTATION, SmokeResult, SmokeTarget, judge_smoke, smoke_requests
-from .scaling import ScalingOutcome, evaluate, evaluation_due, pod_counts
+from .scaling import ScalingOutcome, evaluate, evaluation_due, pod_counts, pod_is_ready
 from .sizing import GpuCatalog
 
 __all__ = ["ReconcileResult", "Reconciler", "merge_patch"]
@@ -257,10 +257,6 @@ def _ready_pod_ip(pods: list[dict[str, Any]], revision: str) -> str | None:
     for pod in pods:
         labels = pod.get("metadata", {}).get("labels") or {}
         status = pod.get("status") or {}
-        ready = any(
-            c.get("type") == "Ready" and c.get("status") == "True"
-            for c in status.get("conditions") or []
-        )
-        if labels.get(REVISION) == revision and ready and status.get("podIP"):
+        if labels.get(REVISION) == revision and pod_is_ready(pod) and status.get("podIP"):
             return str(status["podIP"])
     return None

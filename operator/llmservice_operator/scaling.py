@@ -23,7 +23,7 @@ from .autoscale import (
 )
 from .conditions import rfc3339
 
-__all__ = ["ScalingOutcome", "evaluation_due", "evaluate", "pod_counts"]
+__all__ = ["ScalingOutcome", "evaluate", "evaluation_due", "pod_counts", "pod_is_ready"]
 
 
 @dataclass(frozen=True)
@@ -40,7 +40,8 @@ def evaluation_due(status: AutoscalingStatus | None, spec: ScalingSpec, now: dat
     return (now - last).total_seconds() >= spec.evaluation_interval_seconds
 
 
-def _ready(pod: dict[str, Any]) -> bool:
+def pod_is_ready(pod: dict[str, Any]) -> bool:
+    """The pod's Ready condition is True."""
     return any(
         c.get("type") == "Ready" and c.get("status") == "True"
         for c in (pod.get("status") or {}).get("conditions") or []
@@ -54,7 +55,7 @@ def pod_counts(pods: list[dict[str, Any]]) -> tuple[list[str], int]:
     for pod in pods:
         if pod.get("metadata", {}).get("deletionTimestamp"):
             continue
-        if _ready(pod):
+        if pod_is_ready(pod):
             ready.append(pod["metadata"]["name"])
         elif (pod.get("status") or {}).get("phase") in ("Pending", "Running"):
             loading += 1
