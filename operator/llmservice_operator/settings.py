@@ -22,6 +22,9 @@ class OperatorSettings(BaseSettings):
     log_format: Literal["text", "json"] = "text"
     log_level: str = "INFO"
     reconcile_interval_seconds: float = Field(default=10.0, gt=0)
+    workers: int = Field(
+        default=4, ge=1, le=64, description="Services reconciled at once (one worker per key)."
+    )
     health_port: int = 8080
     metrics_port: int = 8081
     leader_election: bool = True

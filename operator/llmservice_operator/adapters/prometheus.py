@@ -8,6 +8,7 @@ from collections.abc import Sequence
 import requests
 from prometheus_api_client import PrometheusConnect
 from prometheus_api_client.exceptions import PrometheusApiClientException
+from urllib3.util.retry import Retry
 
 from ..rollout import QueryResult, ResolvedCheck, parse_prometheus_response
 
@@ -19,7 +20,14 @@ log = logging.getLogger(__name__)
 class PrometheusAdapter:
     def __init__(self, url: str, timeout_seconds: float = 10.0) -> None:
         self._url = url
-        self._client = PrometheusConnect(url=url, disable_ssl=True)
+        # Bounded, because a reconcile waits for it: the library's default retries with
+        # backoff and no client timeout would stall every worker while Prometheus is down.
+        self._client = PrometheusConnect(
+            url=url,
+            disable_ssl=True,
+            retry=Retry(total=1, backoff_factor=0),
+            timeout=(2, timeout_seconds + 2),  # type: ignore[arg-type,unused-ignore]
+        )
         self._timeout = timeout_seconds
 
     def query(self, promql: str) -> QueryResult:
