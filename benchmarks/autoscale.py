@@ -18,11 +18,11 @@ Figures, not assertions.
 
 The operator starts *warm* by default: its status holds the throughput it learned when the
 service last saturated (``warm_history`` overloads one replica for five minutes through the
-policy itself), and its fleet holds what the policy plans for the trace's opening rate with
-that knowledge (``planned_replicas``). HPA and KEDA start at 1.2x the replicas the opening rate
-needs (with an empty queue their steady state would be minReplicas). A fresh install learns the
-throughput at its first saturation: ``--cold`` shows that (and starts the operator at 1.2x
-too).
+policy itself). A fresh install learns the throughput at its first saturation: ``--cold``
+shows that. Either way every dynamic scaler (operator, HPA, KEDA) starts from the same fleet,
+1.2x the replicas the opening rate needs, ``PREROLL_S`` (10 minutes) before the trace, with
+the opening rate arriving (``preroll``): each settles into its own steady state before the
+measured part begins. Only requests of the trace itself, and GPU time from its start, count.
 
 Speed: the engines run at a token granularity of ``--token-scale`` (default 4): every
 request's prompt and output are divided by it and each engine step stands for that many
@@ -48,7 +48,6 @@ from llmservice_operator.autoscale import (
     PolicyConfig,
     ScaleHistory,
     default_target_queue_depth,
-    estimate_load,
 )
 from llmservice_operator.sim.engine import Arrival, simulate
 from llmservice_operator.sim.profile import EngineProfile
@@ -72,6 +71,9 @@ GPU = "H100-80GB"
 MAX_MODEL_LEN = 16384
 TTFT_SLOS_S = (2.0, 5.0)
 STARTUP_S = (90.0, 180.0)
+#: Traffic at the opening rate before the measured trace, from the same fleet for every
+#: dynamic scaler: two scale-down windows, so each is in its own steady state when it starts.
+PREROLL_S = 600.0
 
 
 @dataclass(frozen=True)
@@ -176,18 +178,24 @@ def warm_history(dep: Deployment, lengths: Lengths, capacity: float, seed: int) 
     return ScaleHistory(throughput=(0.0, scaler.history.throughput[1]))
 
 
-def planned_replicas(config: PolicyConfig, history: ScaleHistory, rate: float) -> int | None:
-    """The replicas the policy plans for ``rate`` requests/s with the throughput ``history``
-    learned (None before it learned one: then it has no plan for a rate)."""
-    if history.throughput is None:
-        return None
-    load = estimate_load(config, [], 0, arrival_rate=rate, learned_throughput=history.throughput[1])
-    return min(max(load.n_fit, config.min_replicas, 1), config.max_replicas)
-
-
 def startup_delays(seed: int) -> list[float]:
     rng = random.Random(seed)
     return [rng.uniform(*STARTUP_S) for _ in range(10_000)]
+
+
+def preroll(trace: Trace, lengths: Lengths, seed: int, duration_s: float) -> list[Request]:
+    """``duration_s`` of Poisson arrivals at the trace's opening rate, with its mix, ending at 0
+    (the trace's start): what the service ran before the measured part."""
+    rng = random.Random(seed + 3)
+    rate = trace.rate_at(0.0)
+    out, t = [], -duration_s
+    while rate > 0:
+        t += rng.expovariate(rate)
+        if t >= 0.0:
+            break
+        prompt, output = lengths(rng)
+        out.append(Request(t, prompt, output))
+    return out
 
 
 def run_trace(
@@ -197,6 +205,7 @@ def run_trace(
     seed: int,
     only: Sequence[str],
     warm: ScaleHistory,
+    lengths: Lengths,
 ) -> list[tuple[FleetResult, Scaler]]:
     # Static: the peak minute at 90% of a replica's throughput.
     peak_replicas = math.ceil(trace.peak_rate() / (0.9 * capacity))
@@ -218,25 +227,31 @@ def run_trace(
         KedaScaler(target=target, min_replica_count=0, max_replicas=max_replicas),
         static,
     ]
-    # Each starts where it stands at the opening rate: the operator at its own plan (when warm).
-    start = {
-        operator.name: planned_replicas(policy, warm, trace.rate_at(0.0)) or initial,
-        static.name: peak_replicas,
-    }
-    requests = scaled(trace.requests, dep.token_scale)
+    # Every dynamic scaler starts from the same fleet (1.2x what the opening rate needs), warm
+    # or cold, PREROLL_S before the trace, with the opening rate arriving: each settles into
+    # its own steady state (HPA and KEDA shrink on an empty queue, the operator grows to its
+    # plan) before anything is counted. The static fleet is its peak size throughout.
+    start = {static.name: peak_replicas}
+    before = preroll(trace, lengths, seed, PREROLL_S)
+    shifted = [Request(r.time + PREROLL_S, r.prompt_tokens, r.output_tokens) for r in before]
+    shifted += [
+        Request(r.time + PREROLL_S, r.prompt_tokens, r.output_tokens) for r in trace.requests
+    ]
+    requests = scaled(shifted, dep.token_scale)
     out = []
     for scaler in scalers:
         if only and not any(word in scaler.name.lower() for word in only):
             continue
         result = simulate_fleet(
             requests,
-            trace.duration_s,
+            PREROLL_S + trace.duration_s,
             scaler,
             dep.profile,
             initial_replicas=start.get(scaler.name, initial),
             startup_delays=delays.__getitem__,
             gpus_per_replica=dep.gpus_per_replica,
             token_scale=dep.token_scale,
+            measure_from=PREROLL_S,
         )
         out.append((result, scaler))
     return out
@@ -315,7 +330,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         learned = f"{warm.throughput[1]:.2f} req/s" if warm.throughput else "nothing (cold)"
         print(f"  the operator starts knowing a full replica completes {learned}")
-        for result, _ in run_trace(trace, dep, capacity, args.seed, args.only, warm):
+        for result, _ in run_trace(trace, dep, capacity, args.seed, args.only, warm, lengths):
             rows.append((trace.name, result))
             shares = "  ".join(
                 f"<={slo:g}s {result.slo_attainment(slo):7.2%}" for slo in TTFT_SLOS_S

@@ -92,6 +92,8 @@ class FleetResult:
     scaler: str
     duration_s: float
     ttft: list[float] = field(default_factory=list)
+    arrivals: list[float] = field(default_factory=list)
+    """Arrival time of the request of each ``ttft`` entry (same order)."""
     gpu_seconds: float = 0.0
     replica_timeline: list[tuple[float, int]] = field(default_factory=list)
     unfinished: int = 0
@@ -126,6 +128,7 @@ def simulate_fleet(
     eval_offset: float = 5.0,
     drain_limit_s: float = 3600.0,
     token_scale: int = 1,
+    measure_from: float = 0.0,
 ) -> FleetResult:
     """Run ``requests`` through a fleet that ``scaler`` sizes; ``startup_delays(i)`` is the
     load time of the i-th replica created (the same sequence for every scaler).
@@ -133,6 +136,9 @@ def simulate_fleet(
     With ``token_scale`` k > 1 one engine step stands for k decode iterations, so the step
     that finishes a prompt ends (k - 1) decode iterations after vLLM would have sampled the
     first token; that much of the step's decode time is taken off each first token.
+
+    Only requests arriving at ``measure_from`` or later, and GPU time from then on, are
+    counted: what comes before is a pre-roll that lets every scaler settle.
     """
     early = (token_scale - 1) / token_scale
     result = FleetResult(scaler=scaler.name, duration_s=duration_s)
@@ -246,7 +252,10 @@ def simulate_fleet(
             for stats in step.finished:
                 if stats.request_id in first_token:
                     first = first_token.pop(stats.request_id)
-                    result.ttft.append(first - arrival_time.pop(stats.request_id))
+                    arrived = arrival_time.pop(stats.request_id)
+                    if arrived >= measure_from:
+                        result.ttft.append(first - arrived)
+                        result.arrivals.append(arrived)
             push(step.end, _STEP, rid)
         elif kind == _READY:
             replica = replicas[rid]
@@ -291,10 +300,11 @@ def simulate_fleet(
             if _more_to_do(now, end, arrival_time, drain_limit_s):
                 push(now + scaler.interval, _EVAL)
 
-    result.unfinished = len(arrival_time)
+    result.unfinished = sum(1 for t in arrival_time.values() if t >= measure_from)
     for replica in replicas:
         stop = replica.released if replica.released is not None else end
-        result.gpu_seconds += max(0.0, min(stop, end) - min(replica.created, end))
+        start = min(max(replica.created, measure_from), end)
+        result.gpu_seconds += max(0.0, min(stop, end) - start)
     result.gpu_seconds *= gpus_per_replica
     return result
 
