@@ -151,7 +151,9 @@ def register(registry: kopf.OperatorRegistry, state: OperatorState) -> None:
         )
         state.queue = asyncio.Queue()
         loop = asyncio.get_running_loop()
-        state.tasks = [loop.create_task(_worker(state)) for _worker_index in range(state.settings.workers)]
+        state.tasks = [
+            loop.create_task(_worker(state)) for _worker_index in range(state.settings.workers)
+        ]
         state.tasks.append(loop.create_task(_resync(state)))
 
     @kopf.on.event(GROUP, VERSION, PLURAL, registry=registry)

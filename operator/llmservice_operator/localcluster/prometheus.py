@@ -182,13 +182,16 @@ class PrometheusServer:
         self,
         data_dir: Path,
         *,
-        runner_url: str,
+        runner_url: str = "",
         namespaces: Sequence[str] = (),
         interval: str = DEFAULT_SCRAPE_INTERVAL,
+        config: str | None = None,
     ) -> None:
+        """Scrapes the runner's pods (``runner_url``), or whatever ``config`` (a whole
+        prometheus.yml) says."""
         self.data_dir = data_dir
         self.port = _free_port()
-        self._config = prometheus_config(
+        self._config = config or prometheus_config(
             runner_url=runner_url, interval=interval, namespaces=namespaces
         )
         self._proc: subprocess.Popen[bytes] | None = None

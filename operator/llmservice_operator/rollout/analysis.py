@@ -234,17 +234,29 @@ def _handlers() -> str:
     return f'handler=~"{"|".join(INFERENCE_HANDLERS)}"'
 
 
+def _counted(series: str, window: str) -> str:
+    """How many times ``series`` (a counter selector) counted in the window: its values at the
+    window's two ends subtracted, and a series that appeared within the window counted from
+    zero. ``increase()`` would drop what a new series counted before its first sample and
+    extrapolate the rest, so a new revision's first window reads low (9.8 of 12 requests)."""
+    return (
+        f"(sum(clamp_min({series} - {series} offset {window}, 0)) or vector(0))"
+        f" + (sum({series} unless {series} offset {window}) or vector(0))"
+    )
+
+
 def _sample_count_query(selector: str, window: str) -> str:
-    # `or vector(0)`: a revision that has served nothing has no http_requests_total series yet.
-    return f"sum(increase(http_requests_total{{{selector},{_handlers()}}}[{window}])) or vector(0)"
+    # `or vector(0)` in _counted: a revision that has served nothing has no series yet.
+    return _counted(f"http_requests_total{{{selector},{_handlers()}}}", window)
 
 
 def _error_rate_query(selector: str, window: str) -> str:
     # 5xx answers over all answers of the inference endpoints. vLLM exports no other request
-    # error signal that covers requests failing before the engine finishes them.
+    # error signal that covers requests failing before the engine finishes them. No answers at
+    # all is 0/0 (NaN): the sample count judges that window.
     errors = f'http_requests_total{{{selector},{_handlers()},status="5xx"}}'
     total = f"http_requests_total{{{selector},{_handlers()}}}"
-    return f"(sum(rate({errors}[{window}])) or vector(0)) / sum(rate({total}[{window}]))"
+    return f"({_counted(errors, window)}) / ({_counted(total, window)})"
 
 
 def has_judging_checks(policy: AnalysisPolicy, slo: SLOSpec) -> bool:

@@ -590,12 +590,15 @@ class _Machine:
         ready = self.obs(candidate).ready
         if ready >= wanted:
             if self.plan[index].kind == "setWeight":
-                weight = self.layout.traffic.canary_weight
+                share = self.layout.traffic.canary_weight
+                weight = self.plan[index].weight
+                # By replica ratio the stable scales down after this: say both.
+                now = "" if share == weight else f" ({share}% now, by Ready replicas)"
                 self.event(
                     "Normal",
                     "WeightSet",
                     f"{self.where(index)}: {wanted} candidate replica(s) Ready; "
-                    f"{weight}% of traffic on revision {candidate}",
+                    f"{weight}% of traffic on revision {candidate}{now}",
                 )
             return "next"
         deadline = self.step_deadline()

@@ -61,13 +61,19 @@ def test_builtin_checks_resolve_to_promql_filtered_by_revision() -> None:
     assert (checks[TTFT].threshold, checks[TTFT].operator) == (800, "<=")
     # 0.33 has the per-request TPOT histogram
     assert "vllm:request_time_per_output_token_seconds_bucket" in checks[TPOT].query
-    assert checks[SAMPLE_COUNT].query == (
-        f"sum(increase(http_requests_total{{{SEL},{HANDLERS}}}[1m])) or vector(0)"
+    # Counts, not increase(): a series new in the window counts from zero (real Prometheus
+    # checks it in tests/integration/test_analysis_queries.py).
+    total = f"http_requests_total{{{SEL},{HANDLERS}}}"
+    counted = (
+        f"(sum(clamp_min({total} - {total} offset 1m, 0)) or vector(0))"
+        f" + (sum({total} unless {total} offset 1m) or vector(0))"
     )
+    assert checks[SAMPLE_COUNT].query == counted
     assert checks[SAMPLE_COUNT].threshold == 50
+    errors = f'http_requests_total{{{SEL},{HANDLERS},status="5xx"}}'
     assert checks[ERROR_RATE].query == (
-        f'(sum(rate(http_requests_total{{{SEL},{HANDLERS},status="5xx"}}[1m])) or vector(0))'
-        f" / sum(rate(http_requests_total{{{SEL},{HANDLERS}}}[1m]))"
+        f"((sum(clamp_min({errors} - {errors} offset 1m, 0)) or vector(0))"
+        f" + (sum({errors} unless {errors} offset 1m) or vector(0))) / ({counted})"
     )
 
 

@@ -166,6 +166,10 @@ def test_good_canary_walks_every_step_and_is_promoted() -> None:
     shares = [d.traffic.canary_weight for d in decisions if d.revisions.candidate]
     assert shares == sorted(shares)
     assert 50 in shares and 20 in shares  # 10% of 4 replicas is 1 of 5 Ready (see stable_replicas)
+    weight_set = [e.message for d in decisions for e in d.events if e.reason == "WeightSet"]
+    assert weight_set[0].endswith(f"10% of traffic on revision {NEW} (20% now, by Ready replicas)")
+    # the stable keeps capacity until the candidate is Ready, then scales down: 2 of 5 for now
+    assert weight_set[1].endswith(f"50% of traffic on revision {NEW} (40% now, by Ready replicas)")
 
     # every measurement queried the candidate's revision
     assert w.queries and all(NEW in c.query for q in w.queries for c in q if c.name == TTFT)
