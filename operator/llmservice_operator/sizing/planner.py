@@ -603,6 +603,27 @@ def _fit_reason(request: SizingRequest, gpu: GpuType, option: _Option) -> str:
     )
 
 
+def _insufficient(
+    request: SizingRequest,
+    gpu: GpuType,
+    precision: _Precision,
+    option: _Option,
+    reason: str,
+    warnings: list[str],
+) -> SizingResult:
+    """The largest layout tried, refused for memory with ``reason``."""
+    return _result(
+        request,
+        gpu,
+        precision,
+        option,
+        fits=False,
+        reason=reason,
+        condition="InsufficientMemory",
+        warnings=warnings,
+    )
+
+
 def _result(
     request: SizingRequest,
     gpu: GpuType,
@@ -693,16 +714,7 @@ def size_for_gpu(request: SizingRequest, gpu: GpuType) -> SizingResult:
         option = options[-1]
         total = weight_bytes(arch, precision.dtype, precision.quantization)
         reason = _not_fit_reason(request, gpu, precision, option, total)
-        return _result(
-            request,
-            gpu,
-            precision,
-            option,
-            fits=False,
-            reason=reason,
-            condition="InsufficientMemory",
-            warnings=warnings,
-        )
+        return _insufficient(request, gpu, precision, option, reason, warnings)
     option = options[chosen_index]
     reason = _fit_reason(request, gpu, option)
     if chosen_index > 0:
@@ -767,16 +779,7 @@ def size_at_parallelism(
     reason = f"{_describe(option, gpu)} is not enough: " + _shortfall(
         option, request.required_sequences
     )
-    return _result(
-        request,
-        gpu,
-        precision,
-        option,
-        fits=False,
-        reason=reason,
-        condition="InsufficientMemory",
-        warnings=warnings,
-    )
+    return _insufficient(request, gpu, precision, option, reason, warnings)
 
 
 def _allowed(catalog: GpuCatalog, allowed: Sequence[str] | None) -> list[GpuType]:
