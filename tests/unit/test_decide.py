@@ -105,3 +105,34 @@ def test_merge_patch_nulls_only_what_exists() -> None:
     desired = {"a": 1, "b": {"c": 2, "d": None}, "e": [1, 2], "f": None}
     assert merge_patch(current, desired) == {"b": {"d": None}, "e": [1, 2]}
     assert merge_patch(current, {"a": 1, "b": {"c": 2, "d": 3}, "e": [1]}) == {}
+
+
+def _revision(body: dict[str, Any]) -> str:
+    decision = decide(_snapshot(body), CATALOG, NOW, "")
+    [deployment] = [o for o in decision.apply if o["kind"] == "Deployment"]
+    name: str = deployment["metadata"]["name"]
+    return name
+
+
+def test_only_changes_to_the_serving_pods_make_a_new_revision() -> None:
+    base = _revision(_body())
+    in_place = _body()
+    in_place["spec"]["scaling"] = {"minReplicas": 2, "maxReplicas": 8}
+    in_place["spec"]["slo"] = {"ttftP99Ms": 900, "maxErrorRate": 0.02}
+    in_place["spec"]["rollout"] = {"strategy": "blueGreen", "analysis": {"interval": "30s"}}
+    assert _revision(in_place) == base
+
+    for change in (
+        {"model": {"id": "meta-llama/Llama-3.1-8B-Instruct", "revision": "f" * 40}},
+        {
+            "engine": {
+                "maxModelLen": 16384,
+                "env": [{"name": "VLLM_LOGGING_LEVEL", "value": "DEBUG"}],
+            }
+        },
+        {"engine": {"maxModelLen": 8192}},  # resized: other flags, maybe other GPUs
+    ):
+        body = _body()
+        for key, value in change.items():
+            body["spec"][key] = {**body["spec"][key], **value}
+        assert _revision(body) != base, change
