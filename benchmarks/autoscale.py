@@ -268,7 +268,7 @@ def table(rows: list[tuple[str, FleetResult]]) -> str:
         lines.append(
             f"| {trace_name} | {r.scaler} | {shares} "
             f"| {r.ttft_percentile(0.5):.2f} s | {r.ttft_percentile(0.99):.1f} s "
-            f"| {r.gpu_seconds / 3600:.1f} | {r.max_replicas()} |"
+            f"| {r.gpu_seconds / 3600:.2f} | {r.max_replicas()} |"
         )
     return "\n".join(lines)
 
@@ -338,7 +338,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(
                 f"  {result.scaler:<24} {shares}  "
                 f"p99 {result.ttft_percentile(0.99):7.2f} s  "
-                f"GPU-h {result.gpu_seconds / 3600:6.1f}  max {result.max_replicas():3d}  "
+                f"GPU-h {result.gpu_seconds / 3600:6.2f}  max {result.max_replicas():3d}  "
                 f"({time.perf_counter() - started:.0f} s)",
                 flush=True,
             )

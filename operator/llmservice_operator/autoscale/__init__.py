@@ -25,6 +25,7 @@ from .policy import (
     decide,
     default_target_queue_depth,
     estimate_load,
+    planned_replicas,
     resolve_target_queue_depth,
 )
 from .split import split_replicas
@@ -39,6 +40,7 @@ __all__ = [
     "ScalingInputs",
     "arrival_trend",
     "burst_headroom",
+    "planned_replicas",
     "decide",
     "default_target_queue_depth",
     "estimate_load",

@@ -31,12 +31,16 @@ plus requests held upstream), ``W`` the requests waiting, ``F`` the sequences a 
   the least-squares slope of the rates of the last two minutes (kept in the history), when
   it is significant (2 standard errors) and worth at least a 10% rise in that time; else
   ``lambda'`` is ``lambda``;
-* ``n_rate = ceil(R / target_utilization + H(R))``: 80% of a full replica's throughput
-  (queueing delay grows as ``u / (1 - u)``) plus the **burst headroom**
-  ``H(R) = min(2 R, burst_headroom x sqrt(R))`` (``burst_headroom`` 2): spare throughput for a
-  burst while new replicas start. A load's fluctuations grow as the square root of its size
-  (square-root staffing), so small fleets keep relatively more (2 spare replicas at a load of
-  1, 4 at 4, 8 at 16) and a load of a fraction of a replica at most twice itself. An explicit
+* ``n_rate = ceil(max(R / target_utilization, R + H(R)))``: 80% of a full replica's
+  throughput (queueing delay grows as ``u / (1 - u)``), or the load plus the **burst
+  headroom** ``H(R) = min(2 R, burst_headroom x sqrt(R)) + min(1, R)`` (``burst_headroom`` 2)
+  where that is more: spare throughput for a burst while new replicas start, and one spare
+  replica (N+1: one lost to a node failure or a restart leaves the others carrying the load).
+  A load's fluctuations grow as the square root of its size (square-root staffing), so small
+  fleets keep relatively more (3 spare replicas at a load of 1, 5 at 4, 9 at 16) and a load of
+  a fraction of a replica at most three times itself. Where the headroom is the larger it
+  keeps the replicas under the utilization target by itself, so it replaces the target's
+  margin instead of adding to it; the target still bounds large fleets. An explicit
   ``targetUtilization`` in the spec plans at that utilization alone (``burst_headroom`` 0);
 * ``n_conc = ceil(D / (ceiling x F))``: replicas to hold every sequence under the ceiling
   (``kvCacheUsageCeiling``, 0.9 by default) of their slots;
@@ -102,6 +106,7 @@ __all__ = [
     "arrival_trend",
     "burst_headroom",
     "estimate_load",
+    "planned_replicas",
     "resolve_target_queue_depth",
 ]
 
@@ -142,11 +147,37 @@ BURST_HEADROOM_MAX_SHARE = 2.0
 DEFAULT_STARTUP_SECONDS = 120.0
 
 
+#: One spare replica on top of the burst headroom (N+1: a replica lost to a node failure, an
+#: eviction or a restart leaves the others carrying the load, bursts aside), never more than
+#: the load itself.
+SPARE_REPLICAS = 1.0
+
+
 def burst_headroom(config: PolicyConfig, replicas_of_load: float) -> float:
     """Spare replicas of throughput kept for a load of ``replicas_of_load`` full replicas:
-    ``min(2 x R, burst_headroom x sqrt(R))`` (0 when ``burst_headroom`` is 0)."""
+    ``min(2 x R, burst_headroom x sqrt(R))`` for bursts plus ``min(1, R)`` spare (N+1); 0 when
+    ``burst_headroom`` is 0."""
+    if config.burst_headroom == 0:
+        return 0.0
     r = max(0.0, replicas_of_load)
-    return min(BURST_HEADROOM_MAX_SHARE * r, config.burst_headroom * math.sqrt(r))
+    bursts = min(BURST_HEADROOM_MAX_SHARE * r, config.burst_headroom * math.sqrt(r))
+    return bursts + min(SPARE_REPLICAS, r)
+
+
+def planned_replicas(config: PolicyConfig, replicas_of_load: float, slack: float = 1.0) -> float:
+    """Replicas (before rounding up) planned for a load of ``replicas_of_load`` full replicas,
+    ``slack`` (1, or less for a scale-down) under the targets: ``R / (slack x utilization)``;
+    with the burst headroom, the larger of that and ``R / slack + burst_headroom(R)``.
+
+    The headroom keeps the replicas under the utilization target by itself wherever it is the
+    larger (a load of 4 on 4 + 4 + 1 = 9 replicas runs them at 44%), so it replaces the
+    target's margin rather than adding to it; the target still bounds large fleets, whose
+    headroom is relatively small (100 full replicas: 125, not 121)."""
+    r = max(0.0, replicas_of_load)
+    at_target = r / (slack * config.target_utilization)
+    if config.burst_headroom == 0:
+        return at_target
+    return max(at_target, r / slack + burst_headroom(config, r))
 
 
 @dataclass(frozen=True)
@@ -426,8 +457,9 @@ def estimate_load(
         """Replicas for ``rate`` (and the queue) at ``slack`` x the utilization target, plus
         the burst headroom for it."""
         r = (rate + waiting_total / DRAIN_SECONDS) / mu
-        extra = burst_headroom(config, r) if headroom else 0.0
-        return _ceil(r / (slack * utilization) + extra)
+        if headroom:
+            return _ceil(planned_replicas(config, r, slack))
+        return _ceil(r / (slack * utilization))
 
     def fewest(slack: float, headroom: bool) -> int:
         """Replicas to stay ``slack`` (1 = none) under the ceiling and the utilization target,

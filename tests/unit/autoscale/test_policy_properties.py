@@ -16,8 +16,8 @@ from llmservice_operator.autoscale import (
     ReplicaSample,
     ScaleHistory,
     ScalingInputs,
-    burst_headroom,
     decide,
+    planned_replicas,
 )
 
 FAST = settings(max_examples=150, deadline=None)
@@ -139,11 +139,11 @@ def test_loading_replicas_are_not_counted_twice(
 
 def _threshold(config: PolicyConfig, k: int) -> float:
     """The load R (in full replicas) at which the rate rule asks for exactly k replicas:
-    ``R / utilization + burst_headroom(R) = k`` (bisection; the left side grows with R)."""
+    ``planned_replicas(R) = k`` (bisection; the left side grows with R)."""
     lo, hi = 0.0, float(k)
     for _ in range(100):
         mid = (lo + hi) / 2
-        if mid / config.target_utilization + burst_headroom(config, mid) < k:
+        if planned_replicas(config, mid) < k:
             lo = mid
         else:
             hi = mid
@@ -197,8 +197,8 @@ def _steady_run(
 def test_no_flapping_on_a_steady_load_near_a_threshold(
     rate: float, mu: float, seed: int, headroom: float
 ) -> None:
-    """Put the rate right at a scaling threshold (k replicas at 80% of their throughput, plus
-    the burst headroom when there is one; +-3% noise), starting from those k: the count may
+    """Put the rate right at a scaling threshold (k replicas at 80% of their throughput, or
+    the load plus the burst headroom and the spare when there is one; +-3% noise), starting from those k: the count may
     settle (ratchet up to the noise's peak), then never reverses. The noise is independent
     from one evaluation to the next, so it shows no significant trend."""
     config = PolicyConfig(
@@ -208,7 +208,7 @@ def test_no_flapping_on_a_steady_load_near_a_threshold(
         target_queue_depth=8,
         burst_headroom=headroom,
     )
-    k = max(1, round(rate / mu / 0.8 + burst_headroom(config, rate / mu)))
+    k = max(1, round(planned_replicas(config, rate / mu)))
     at_threshold = _threshold(config, k) * mu
     counts = _steady_run(config, at_threshold, mu, seed, start=k)
     changes = [b - a for a, b in itertools.pairwise(counts) if b != a]

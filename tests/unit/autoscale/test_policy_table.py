@@ -6,8 +6,9 @@ burst headroom (``CONFIG``: what an explicit ``targetUtilization: 0.8`` configur
 1..10, scale-up without delay at most 4 per 60 s, scale-down after 300 s at most 1 per 60 s,
 and a scale-down plans 15% under the targets (0.8 x 0.85 = 0.68 of the throughput, 0.9 x
 0.85 = 0.765 of slots and KV). ``DEFAULT`` is the policy's default (``targetUtilization``
-unset): the same plus the burst headroom ``min(2 R, 2 sqrt(R))`` replicas for a load of
-``R`` full replicas, and the trend of the arrival rate projected 120 s ahead.
+unset): for a load of ``R`` full replicas the larger of ``R / 0.8`` and ``R`` plus the burst
+headroom ``min(2 R, 2 sqrt(R))`` plus a spare replica ``min(1, R)`` (N+1), and the trend of
+the arrival rate projected 120 s ahead.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from llmservice_operator.autoscale import (
     decide,
     default_target_queue_depth,
     estimate_load,
+    planned_replicas,
     resolve_target_queue_depth,
 )
 
@@ -287,9 +289,10 @@ ROWS = [
     ),
     # -- the default: burst headroom, trend, and the window that remembers the base --------
     Row(
-        "burst headroom: 2 sqrt(R) spare replicas on top of the utilization target",
+        "burst headroom: 2 sqrt(R) spare replicas and one more (N+1) on top of the load",
         "R = 10 / 4 = 2.5 full replicas of load; at 80%: 2.5 / 0.8 = 3.125 (4 alone); headroom "
-        "min(2 x 2.5, 2 x sqrt(2.5)) = 3.16; n_fit = ceil(6.29) = 7; 3 + 4 allowed per minute",
+        "min(2 x 2.5, 2 x sqrt(2.5)) = 3.16, spare min(1, 2.5) = 1; n_fit = ceil(max(3.125, "
+        "2.5 + 3.16 + 1)) = ceil(6.66) = 7; 3 + 4 allowed per minute",
         inputs(
             3, S(waiting=0, running=20, kv_cache_usage=0.2), arrival_rate=10.0, history=learned(4.0)
         ),
@@ -300,20 +303,33 @@ ROWS = [
     ),
     Row(
         "a tiny load with a small queue keeps its one replica",
-        "R = (1 + 3 waiting / 120 s) / 4 = 0.256; 0.256 / 0.8 = 0.32; headroom min(2 x 0.256, "
-        "2 x sqrt(0.256)) = 0.51 (at most twice the load); ceil(0.83) = 1; 3 waiting < target 8",
+        "R = (0.8 + 3 waiting / 120 s) / 4 = 0.206; 0.206 / 0.8 = 0.26; headroom min(2 x 0.206, "
+        "2 x sqrt(0.206)) = 0.41 (at most twice the load), spare min(1, 0.206) = 0.21 (at most "
+        "the load); ceil(max(0.26, 0.206 + 0.41 + 0.21)) = ceil(0.83) = 1; 3 waiting < target 8",
         inputs(
-            1, S(waiting=3, running=2, kv_cache_usage=0.05), arrival_rate=1.0, history=learned(4.0)
+            1, S(waiting=3, running=2, kv_cache_usage=0.05), arrival_rate=0.8, history=learned(4.0)
         ),
         1,
         config=DEFAULT,
         reason_has="holding 1",
     ),
     Row(
+        "past a quarter of a replica's load, the spare is a second replica",
+        "R = (1 + 3 / 120) / 4 = 0.256; 0.256 + min(0.51, 1.01) + min(1, 0.256) = 1.02 -> 2 "
+        "(a replica lost would leave none; without the spare: 0.256 / 0.8 + 0.51 = 0.83 -> 1)",
+        inputs(
+            1, S(waiting=3, running=2, kv_cache_usage=0.05), arrival_rate=1.0, history=learned(4.0)
+        ),
+        2,
+        config=DEFAULT,
+        reason_has="2 replicas carry it within the targets (1 at 80% utilization, 1 more for "
+        "burst headroom)",
+    ),
+    Row(
         "a rising arrival rate is planned for a start-up time ahead",
         "least-squares slope of RISING and 3.75 now: 1 req/s per minute, significant, a rise of "
-        "2 in 120 s (>= 10% of 3.75); planned 3.75 + 2 = 5.75; R = 1.44: 1.8 + 2 x sqrt(1.44) "
-        "= 4.2 -> 5 (without the trend: 0.94 -> 1.17 + 1.88 = 3.05 -> 4)",
+        "2 in 120 s (>= 10% of 3.75); planned 3.75 + 2 = 5.75; R = 1.44: 1.44 + 2 x sqrt(1.44) "
+        "+ 1 = 4.84 -> 5 (without the trend: R = 0.94: 0.94 + 1.88 + 0.94 = 3.75 -> 4)",
         inputs(
             3,
             S(waiting=0, running=10, kv_cache_usage=0.1),
@@ -327,9 +343,9 @@ ROWS = [
     ),
     Row(
         "after a peak the headroom follows the load; the window keeps the peak's base",
-        "8 req/s: R = 2; down plans 15% under the target: 2 / 0.68 + 2 x sqrt(2) = 5.77 -> 6; "
-        "the window (300 s) recorded a base recommendation of 5 at the peak, not 9: toward 6, "
-        "9 -> 8 (1 per 60 s)",
+        "8 req/s: R = 2; down plans 15% under the target: max(2 / 0.68, 2 / 0.85 + 2 x sqrt(2) "
+        "+ 1) = 6.18 -> 7; the window (300 s) recorded a base recommendation of 5 at the peak, "
+        "not 9: toward 7, 9 -> 8 (1 per 60 s)",
         inputs(
             9,
             S(waiting=0, running=10, kv_cache_usage=0.1),
@@ -338,11 +354,11 @@ ROWS = [
         ),
         8,
         config=DEFAULT,
-        reason_has="scale down 9 -> 8: 6 replicas would carry it with 15% to spare",
+        reason_has="scale down 9 -> 8: 7 replicas would carry it with 15% to spare",
     ),
     Row(
         "the window still holds what the peak's load needed",
-        "the same load fits 6, but the window recorded a base of 8 150 s ago: hold 8",
+        "the same load fits 7, but the window recorded a base of 8 150 s ago: hold 8",
         inputs(
             8,
             S(waiting=0, running=10, kv_cache_usage=0.1),
@@ -526,13 +542,38 @@ def test_an_explicit_target_utilization_is_planned_for_exactly() -> None:
 
 @pytest.mark.parametrize(
     ("load", "headroom"),
-    [(0.0, 0.0), (0.25, 0.5), (1.0, 2.0), (4.0, 4.0), (16.0, 8.0), (100.0, 20.0)],
+    [(0.0, 0.0), (0.25, 0.75), (1.0, 3.0), (4.0, 5.0), (16.0, 9.0), (100.0, 21.0)],
 )
-def test_burst_headroom_is_twice_the_square_root_of_the_load(load: float, headroom: float) -> None:
-    """min(2 R, 2 sqrt(R)): relative headroom shrinks as the fleet grows (twice the load at
-    R = 1, as much as the load at 4, a fifth of it at 100), and never exceeds twice the load."""
+def test_burst_headroom_is_twice_the_square_root_of_the_load_plus_a_spare(
+    load: float, headroom: float
+) -> None:
+    """min(2 R, 2 sqrt(R)) + min(1, R): relative headroom shrinks as the fleet grows (three
+    times the load at R = 1, 125% of it at 4, a fifth of it at 100); the burst part never
+    exceeds twice the load, the spare never the load itself."""
     assert burst_headroom(DEFAULT, load) == pytest.approx(headroom)
     assert burst_headroom(CONFIG, load) == 0.0
+
+
+@pytest.mark.parametrize(
+    ("load", "slack", "planned", "without_headroom"),
+    [
+        (0.2, 1.0, 0.8, 0.25),  # 0.2 + 0.4 + 0.2: one replica
+        (1.0, 1.0, 4.0, 1.25),  # 1 + 2 + 1, where 80% utilization alone plans 1.25
+        (1.3, 1.0, 1.3 + 2 * 1.3**0.5 + 1, 1.625),  # 4.58 -> 5: the old R / 0.8 + H gave 4
+        (4.0, 1.0, 9.0, 5.0),  # 4 + 4 + 1 (the old 5 + 4 = 9 too)
+        (4.6, 1.0, 4.6 + 2 * 4.6**0.5 + 1, 5.75),  # 9.89 -> 10 (the old 10.04 -> 11)
+        (100.0, 1.0, 125.0, 125.0),  # 100 + 20 + 1 = 121 < 100 / 0.8: the target bounds it
+        (4.0, 0.85, 4 / 0.85 + 4 + 1, 4 / 0.68),  # scale-down: the load 15% over, headroom kept
+    ],
+)
+def test_planned_replicas_is_the_larger_of_the_target_and_load_plus_headroom(
+    load: float, slack: float, planned: float, without_headroom: float
+) -> None:
+    """Where the headroom is the larger it keeps the replicas under the utilization target by
+    itself, so it replaces the target's margin rather than adding to it (fewer replicas from a
+    load of about 4 up, more below); large fleets stay at the target."""
+    assert planned_replicas(DEFAULT, load, slack) == pytest.approx(planned)
+    assert planned_replicas(CONFIG, load, slack) == pytest.approx(without_headroom)
 
 
 def test_trend_is_the_least_squares_slope_of_a_steady_rise() -> None:
