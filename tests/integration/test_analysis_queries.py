@@ -19,7 +19,8 @@ from prometheus_client import CollectorRegistry, Counter, start_http_server
 
 from llmservice_operator.adapters.prometheus import PrometheusAdapter
 from llmservice_operator.api.spec import AnalysisSettings, SLOSpec
-from llmservice_operator.localcluster.prometheus import PrometheusServer, _free_port
+from llmservice_operator.localcluster.ports import free_port
+from llmservice_operator.localcluster.prometheus import PrometheusServer
 from llmservice_operator.rollout.analysis import (
     ERROR_RATE,
     SAMPLE_COUNT,
@@ -43,7 +44,7 @@ class Exporter:
             ["namespace", "llmservice", "revision", "handler", "method", "status"],
             registry=self.registry,
         )
-        self.port = _free_port()
+        self.port = free_port()
         self.server, self.thread = start_http_server(self.port, "127.0.0.1", self.registry)
 
     def answer(self, revision: str, status: str, count: int) -> None:

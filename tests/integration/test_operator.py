@@ -10,6 +10,8 @@ from typing import Any
 import pytest
 import yaml
 
+from llmservice_operator.localcluster.ports import free_ports
+
 from .operator_fixtures import ROOT, OperatorFactory, wait_for
 
 EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
@@ -275,20 +277,12 @@ def test_chart_lints_and_the_api_server_accepts_it(cluster: Any, kubectl: Any) -
     assert "deployment.apps/llmservice" in result.stdout
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def test_operator_health_and_metrics_endpoints(
     namespace: str, kubectl: Any, kubectl_json: Any, operators: OperatorFactory
 ) -> None:
     import urllib.request
 
-    health, metrics = _free_port(), _free_port()
+    health, metrics = free_ports(2)
     operators.start(
         namespace, LLMSERVICE_HEALTH_PORT=str(health), LLMSERVICE_METRICS_PORT=str(metrics)
     )

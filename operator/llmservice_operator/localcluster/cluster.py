@@ -13,7 +13,6 @@ import os
 import secrets
 import shutil
 import signal
-import socket
 import ssl
 import subprocess
 import sys
@@ -39,6 +38,7 @@ from .nodes import (
     node_manifest,
 )
 from .pki import FRONT_PROXY_CLIENT, PKI, create_pki
+from .ports import free_ports
 from .prometheus import (
     DEFAULT_SCRAPE_INTERVAL,
     SCRAPE_INTERVAL_ENV,
@@ -121,19 +121,6 @@ def default_state_dir() -> Path:
     """``$LLMSERVICE_CLUSTER_DIR`` or ``<cache>/cluster``."""
     env = os.environ.get("LLMSERVICE_CLUSTER_DIR")
     return Path(env) if env else cache_dir() / "cluster"
-
-
-def _free_ports(count: int) -> list[int]:
-    socks: list[socket.socket] = []
-    try:
-        for _ in range(count):
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.bind(("127.0.0.1", 0))
-            socks.append(s)
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
 
 
 def _tail(path: Path, lines: int = _LOG_TAIL_LINES) -> str:
@@ -296,7 +283,7 @@ class LocalCluster:
             (self.state_dir / sub).mkdir(parents=True, exist_ok=True)
         pki = create_pki(self.state_dir / "pki", service_ip=SERVICE_IP)
         prometheus_exe = find_prometheus()
-        ports = _free_ports(8)
+        ports = free_ports(8)
         etcd_client, etcd_peer, api_port, kcm_port, sched_port, kwok_port = ports[:6]
         prom_port, runner_port = ports[6:]
         server = f"https://127.0.0.1:{api_port}"

@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import shutil
 import signal
-import socket
 import subprocess
 import time
 import urllib.error
@@ -29,6 +28,8 @@ from types import TracebackType
 from typing import Any
 
 import yaml
+
+from .ports import free_port
 
 __all__ = [
     "JOB_NAME",
@@ -190,7 +191,7 @@ class PrometheusServer:
         """Scrapes the runner's pods (``runner_url``), or whatever ``config`` (a whole
         prometheus.yml) says."""
         self.data_dir = data_dir
-        self.port = _free_port()
+        self.port = free_port()
         self._config = config or prometheus_config(
             runner_url=runner_url, interval=interval, namespaces=namespaces
         )
@@ -262,13 +263,6 @@ class PrometheusServer:
         tb: TracebackType | None,
     ) -> None:
         self.stop()
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def _get(url: str, timeout: float) -> Any:

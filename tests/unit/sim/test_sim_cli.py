@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -18,6 +17,7 @@ import pytest
 from llmservice_operator import sizing
 from llmservice_operator.cli import main
 from llmservice_operator.commands.sim import build_profile, options_from
+from llmservice_operator.localcluster.ports import free_port
 
 LLAMA_8B = "meta-llama/Llama-3.1-8B-Instruct"
 
@@ -140,13 +140,6 @@ def test_help_lists_the_environment(capsys: pytest.CaptureFixture[str]) -> None:
     out = capsys.readouterr().out
     assert "LLMSERVICE_SIM_CRASH_AFTER_REQUESTS" in out
     assert "--sim-time-scale" in out
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 @contextmanager
