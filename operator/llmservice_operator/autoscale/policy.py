@@ -29,8 +29,9 @@ plus requests held upstream), ``W`` the requests waiting, ``F`` the sequences a 
   clear today's queue within two minutes, once ``mu`` is known. ``lambda'`` is the arrival
   rate projected one replica start-up ahead (``startup_seconds``, 120 s) along its **trend**:
   the least-squares slope of the rates of the last two minutes (kept in the history), when
-  it is significant (2 standard errors) and worth at least a 10% rise in that time; else
-  ``lambda'`` is ``lambda``;
+  it is significant (2 standard errors, counted for one-minute rates that overlap: those
+  observed 15 s apart share most of their arrivals) and worth at least a 10% rise in that
+  time; else ``lambda'`` is ``lambda``;
 * ``n_rate = ceil(max(R / target_utilization, R + H(R)))``: 80% of a full replica's
   throughput (queueing delay grows as ``u / (1 - u)``), or the load plus the **burst
   headroom** ``H(R) = min(2 R, burst_headroom x sqrt(R)) + min(1, R)`` (``burst_headroom`` 2)
@@ -386,6 +387,9 @@ TREND_SIGNIFICANCE = 2.0
 #: ...and would raise the rate by at least this share within the start-up time (a smaller rise
 #: is the burst headroom's to absorb; one-minute rates wobble that much without a trend).
 TREND_MIN_RISE = 0.1
+#: The window of the arrival rates the trend reads (``rate(...[1m])``): rates observed closer
+#: together than this share arrivals, so their errors are correlated (see :func:`arrival_trend`).
+RATE_WINDOW_SECONDS = 60.0
 #: Weight of each new observation of a full replica's throughput (once one is known).
 LEARNING_RATE = 0.2
 #: Scale-down plans this much below the targets (scale-up at them): the hysteresis that keeps a
@@ -511,9 +515,11 @@ def arrival_trend(
     ``(time, rate)`` observations of the last :data:`TREND_WINDOW_SECONDS` and ``rate`` now.
 
     0 unless the observations span :data:`TREND_MIN_SPAN_SECONDS`, the slope is
-    :data:`TREND_SIGNIFICANCE` standard errors above zero and it would raise ``rate`` by
-    :data:`TREND_MIN_RISE` within ``horizon`` seconds: a falling, flat, noisy or barely rising
-    rate has no trend to plan for.
+    :data:`TREND_SIGNIFICANCE` standard errors above zero (the least-squares error times
+    ``sqrt(RATE_WINDOW_SECONDS / spacing)``: rates observed closer together than their window
+    share arrivals, so there are fewer independent ones than observations) and it would raise
+    ``rate`` by :data:`TREND_MIN_RISE` within ``horizon`` seconds: a falling, flat, noisy or
+    barely rising rate has no trend to plan for.
     """
     points = [(t, r) for t, r in rates if now - TREND_WINDOW_SECONDS < t < now]
     points.append((now, rate))
@@ -527,6 +533,12 @@ def arrival_trend(
         return 0.0
     residual = sum((r - mean_r - slope * (t - mean_t)) ** 2 for t, r in points)
     error = math.sqrt(residual / (len(points) - 2) / spread)
+    # One-minute rates observed every ~15 s share most of their arrivals: their errors are
+    # correlated, and the least-squares error (which assumes independent ones) understates the
+    # slope's by about the square root of the rates per window. A wobble of the drift would
+    # read as a significant trend, order a replica and cancel it, still loading, a minute later.
+    spacing = (now - points[0][0]) / (len(points) - 1)
+    error *= math.sqrt(max(1.0, RATE_WINDOW_SECONDS / spacing))
     if slope <= TREND_SIGNIFICANCE * error or slope * horizon < TREND_MIN_RISE * rate:
         return 0.0
     return slope

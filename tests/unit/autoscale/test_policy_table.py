@@ -596,6 +596,14 @@ def test_trend_is_the_least_squares_slope_of_a_steady_rise() -> None:
             "0.08 req/s more in 120 s: under 10% of the rate",
         ),
         (tuple((t - 600.0, r) for t, r in RISING), 3.75, "rates older than two minutes"),
+        (
+            tuple(
+                (895.0 + 15 * i, r) for i, r in enumerate((10, 11, 10.4, 11.4, 10.8, 11.8, 11.2))
+            ),
+            12.0,
+            "a rise of 15% that wobbles: 3.3 least-squares errors, but one-minute rates 15 s "
+            "apart share three quarters of their arrivals: 1.65 errors once that is counted",
+        ),
     ],
 )
 def test_no_trend(rates: tuple[tuple[float, float], ...], now_rate: float, why: str) -> None:
