@@ -13,9 +13,10 @@ import pytest
 from .operator_fixtures import ROOT, OperatorFactory, wait_for
 from .test_operator import _apply, _example, _secrets
 
+KEDA_CRD = "scaledobjects.keda.sh"
 
-@pytest.fixture(scope="session")
-def third_party_crds(cluster: Any, kubectl: Any) -> None:
+
+def install_third_party_crds(kubectl: Any) -> None:
     out = (
         subprocess.run(
             ["bash", str(ROOT / "hack" / "fetch-crds.sh")],
@@ -28,8 +29,13 @@ def third_party_crds(cluster: Any, kubectl: Any) -> None:
     )
     for crd in sorted(Path(out).glob("*.yaml")):
         kubectl("apply", "--server-side", "-f", str(crd))
-    for name in ("scaledobjects.keda.sh", "httproutes.gateway.networking.k8s.io"):
+    for name in (KEDA_CRD, "httproutes.gateway.networking.k8s.io"):
         kubectl("wait", "--for=condition=Established", f"crd/{name}", "--timeout=60s")
+
+
+@pytest.fixture(scope="session")
+def third_party_crds(cluster: Any, kubectl: Any) -> None:
+    install_third_party_crds(kubectl)
 
 
 def _replicas_managers(dep: dict[str, Any]) -> set[str]:
@@ -97,3 +103,44 @@ def test_gateway_parent_renders_an_accepted_httproute(
     [rule] = route["spec"]["rules"]
     assert rule["backendRefs"][0]["name"] == "llama-8b"
     assert rule["backendRefs"][0]["weight"] == 100
+
+
+def test_an_api_removed_after_discovery_is_treated_as_missing(
+    cluster: Any,
+    namespace: str,
+    kubectl: Any,
+    kubectl_json: Any,
+    operators: OperatorFactory,
+    third_party_crds: None,
+) -> None:
+    """KEDA uninstalled under a running operator: its ScaledObject list turns 404, and the
+    operator must go on reconciling (here: recreate a deleted Service) instead of failing every
+    reconcile. A restarted operator must not trust discovery that another process left in the
+    shared /tmp cache of the kubernetes client (it still lists ScaledObject)."""
+    from kubernetes import config
+    from kubernetes.dynamic import DynamicClient
+
+    # Some other process on this machine (kubernetes' default) caches discovery with KEDA in it.
+    api_client = config.new_client_from_config(config_file=str(cluster.kubeconfig))  # type: ignore[no-untyped-call]
+    DynamicClient(api_client).resources.get(api_version="keda.sh/v1alpha1", kind="ScaledObject")  # type: ignore[no-untyped-call]
+
+    operator = operators.start(namespace)
+    _secrets(kubectl, namespace)
+    _apply(kubectl, _example(ROOT / "examples" / "llama-3.1-8b.yaml", namespace))
+    wait_for("the Service", lambda: kubectl_json("-n", namespace, "service", "llama-8b"), 60)
+    try:
+        kubectl("delete", "crd", KEDA_CRD, "--wait=true", timeout=60)
+
+        def recreated() -> bool:
+            result = kubectl("-n", namespace, "get", "service", "llama-8b", check=False)
+            return bool(result.returncode == 0)
+
+        kubectl("-n", namespace, "delete", "service", "llama-8b")
+        wait_for("the Service recreated by the running operator", recreated, 60)
+
+        operator.stop()
+        operators.start(namespace)
+        kubectl("-n", namespace, "delete", "service", "llama-8b")
+        wait_for("the Service recreated by a restarted operator", recreated, 60)
+    finally:
+        install_third_party_crds(kubectl)

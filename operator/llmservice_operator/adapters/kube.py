@@ -7,8 +7,12 @@ need; the Helm chart's ClusterRole is checked against it by a test.
 from __future__ import annotations
 
 import logging
+import shutil
+import tempfile
 import threading
+import weakref
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from kubernetes import client, config
@@ -94,7 +98,14 @@ class ObservedState:
 
 class KubeAdapter:
     def __init__(self, api_client: client.ApiClient) -> None:
-        self._dynamic = DynamicClient(api_client)  # type: ignore[no-untyped-call]
+        # The dynamic client's default discovery cache is a file in /tmp shared by every process
+        # that talks to the same server URL: one that outlived an uninstalled CRD (or another
+        # cluster at that URL) makes every list of that kind a 404. Ours lives and dies with us.
+        cache_dir = Path(tempfile.mkdtemp(prefix="llmservice-operator-discovery-"))
+        weakref.finalize(self, shutil.rmtree, cache_dir, ignore_errors=True)
+        self._dynamic = DynamicClient(  # type: ignore[no-untyped-call]
+            api_client, cache_file=str(cache_dir / "discovery.json")
+        )
         self._core = client.CoreV1Api(api_client)
         # The dynamic client's discovery cache is not thread-safe; reconciles run in threads.
         self._discovery_lock = threading.Lock()
@@ -117,6 +128,11 @@ class KubeAdapter:
             raise ResourceNotFoundError(f"{api_version} {kind} is not served by this cluster")
         return found
 
+    def _forget(self, api_version: str, kind: str) -> None:
+        with self._discovery_lock:
+            self._resources.pop((api_version, kind), None)
+            self._dynamic.resources.invalidate_cache()
+
     def observe(self, namespace: str, name: str, secret_names: list[str]) -> ObservedState:
         state = ObservedState()
         selector = f"{SERVICE}={name}"
@@ -126,7 +142,13 @@ class KubeAdapter:
             except ResourceNotFoundError:
                 state.missing_apis.add(kind)
                 continue
-            listed = resource.get(namespace=namespace, label_selector=selector).to_dict()
+            try:
+                listed = resource.get(namespace=namespace, label_selector=selector).to_dict()
+            except NotFoundError:
+                # Discovered earlier, no longer served (its CRD was deleted): find out again.
+                self._forget(api_version, kind)
+                state.missing_apis.add(kind)
+                continue
             for item in listed.get("items", []):
                 if _owned_by(item, name):
                     state.owned[(kind, item["metadata"]["name"])] = item
