@@ -233,9 +233,9 @@ def run_trace(
     # plan) before anything is counted. The static fleet is its peak size throughout.
     start = {static.name: peak_replicas}
     before = preroll(trace, lengths, seed, PREROLL_S)
-    shifted = [Request(r.time + PREROLL_S, r.prompt_tokens, r.output_tokens) for r in before]
-    shifted += [
-        Request(r.time + PREROLL_S, r.prompt_tokens, r.output_tokens) for r in trace.requests
+    shifted = [
+        Request(r.time + PREROLL_S, r.prompt_tokens, r.output_tokens)
+        for r in (*before, *trace.requests)
     ]
     requests = scaled(shifted, dep.token_scale)
     out = []

@@ -18,15 +18,16 @@ import tempfile
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import psutil
 from kubernetes import client, config, watch
-from kubernetes.client import ApiClient
 
 from llmservice_operator.api import GROUP, PLURAL, VERSION
 from llmservice_operator.localcluster import LocalCluster
+from llmservice_operator.render.labels import SERVICE
 
 ROOT = Path(__file__).resolve().parents[1]
 #: GPU type per service, within the local cluster's fake capacity (32 H100, 16 L40S, 8 L4).
@@ -57,46 +58,32 @@ def _percentile(values: list[float], q: float) -> float:
     return ordered[index]
 
 
-def watch_created(
-    api: ApiClient, namespace: str, seen: dict[str, float], stop: threading.Event
-) -> None:
-    """First time a Deployment of each service is seen (monotonic clock)."""
-    apps = client.AppsV1Api(api)
-    while not stop.is_set():
-        for event in watch.Watch().stream(  # type: ignore[no-untyped-call]
-            apps.list_namespaced_deployment, namespace, timeout_seconds=30
-        ):
-            labels = event["object"].metadata.labels or {}
-            owner = labels.get("llmservice.dev/service")
-            if owner:
-                seen.setdefault(owner, time.monotonic())
-
-
-def watch_available(
-    api: ApiClient,
-    namespace: str,
+def first_seen(
+    list_call: Callable[..., Any],
+    args: tuple[Any, ...],
+    name_of: Callable[[Any], str | None],
     seen: dict[str, float],
-    expected: int,
-    done: threading.Event,
     stop: threading.Event,
 ) -> None:
-    """First time each LLMService reports phase Available (monotonic clock)."""
-    custom = client.CustomObjectsApi(api)
-    while not stop.is_set() and not done.is_set():
-        for event in watch.Watch().stream(  # type: ignore[no-untyped-call]
-            custom.list_namespaced_custom_object,
-            GROUP,
-            VERSION,
-            namespace,
-            PLURAL,
-            timeout_seconds=30,
-        ):
-            body = event["object"]
-            if (body.get("status") or {}).get("phase") == "Available":
-                seen.setdefault(body["metadata"]["name"], time.monotonic())
-            if len(seen) >= expected:
-                done.set()
+    """Watch ``list_call(*args)`` until ``stop``; record (monotonic clock) the first event in
+    which ``name_of`` names each object."""
+    while not stop.is_set():
+        for event in watch.Watch().stream(list_call, *args, timeout_seconds=30):  # type: ignore[no-untyped-call]
+            name = name_of(event["object"])
+            if name:
+                seen.setdefault(name, time.monotonic())
+            if stop.is_set():
                 return
+
+
+def owning_service(deployment: Any) -> str | None:
+    labels: dict[str, str] = deployment.metadata.labels or {}
+    return labels.get(SERVICE)
+
+
+def available_service(body: dict[str, Any]) -> str | None:
+    available = (body.get("status") or {}).get("phase") == "Available"
+    return str(body["metadata"]["name"]) if available else None
 
 
 def main() -> int:
@@ -150,23 +137,21 @@ def main() -> int:
         docs = "\n---\n".join(json.dumps(_service(namespace, i, gpu)) for i, gpu in enumerate(gpus))
         created: dict[str, float] = {}
         available: dict[str, float] = {}
-        done = threading.Event()
-        watchers = [
+        deployments = client.AppsV1Api(api).list_namespaced_deployment
+        services = client.CustomObjectsApi(api).list_namespaced_custom_object
+        for call, call_args, name_of, seen in (
+            (deployments, (namespace,), owning_service, created),
+            (services, (GROUP, VERSION, namespace, PLURAL), available_service, available),
+        ):
             threading.Thread(
-                target=watch_created, args=(api, namespace, created, stop), daemon=True
-            ),
-            threading.Thread(
-                target=watch_available,
-                args=(api, namespace, available, len(gpus), done, stop),
-                daemon=True,
-            ),
-        ]
-        for watcher in watchers:
-            watcher.start()
+                target=first_seen, args=(call, call_args, name_of, seen, stop), daemon=True
+            ).start()
         time.sleep(1)  # the benchmark's own watches are up
         applied_at = time.monotonic()
         kubectl("apply", "-f", "-", stdin=docs)
-        done.wait(timeout=args.timeout)
+        deadline = applied_at + args.timeout
+        while len(available) < len(gpus) and time.monotonic() < deadline:
+            time.sleep(0.1)
         created = {k: v - applied_at for k, v in created.items()}
         available = {k: v - applied_at for k, v in available.items()}
     finally:

@@ -164,30 +164,28 @@ def _drift(rng: random.Random, duration_s: float, mean_rps: float) -> Callable[[
 
 def azure_code(mean_rps: float, seed: int, duration_s: float = AZURE_CODE_DURATION_S) -> Trace:
     """The Azure 2023 coding shape at ``mean_rps`` (the sample's own is ~2.6)."""
-    rng = random.Random(seed)
-    rate_at = _drift(rng, duration_s, mean_rps)
-    times = _arrivals(rate_at, duration_s, 1.5, rng)
-    return Trace(
-        "azure-code",
-        f"Azure LLM inference 2023 (coding) shape, {duration_s / 60:.0f} min, "
-        f"{mean_rps:.1f} req/s mean",
-        duration_s,
-        _requests(times, rng, coding_lengths),
-        rate_at,
-    )
+    return _azure("azure-code", "coding", coding_lengths, mean_rps, seed, duration_s)
 
 
 def azure_conv(mean_rps: float, seed: int, duration_s: float = AZURE_CONV_DURATION_S) -> Trace:
     """The Azure 2023 conversation shape at ``mean_rps`` (the sample's own is ~5.5)."""
+    return _azure("azure-conv", "conversation", conversation_lengths, mean_rps, seed, duration_s)
+
+
+def _azure(
+    name: str, kind: str, lengths: Lengths, mean_rps: float, seed: int, duration_s: float
+) -> Trace:
+    """A drifting, burstier-than-Poisson (cv 1.5) trace with the ``lengths`` of one of the
+    Azure 2023 samples."""
     rng = random.Random(seed)
     rate_at = _drift(rng, duration_s, mean_rps)
     times = _arrivals(rate_at, duration_s, 1.5, rng)
     return Trace(
-        "azure-conv",
-        f"Azure LLM inference 2023 (conversation) shape, {duration_s / 60:.0f} min, "
+        name,
+        f"Azure LLM inference 2023 ({kind}) shape, {duration_s / 60:.0f} min, "
         f"{mean_rps:.1f} req/s mean",
         duration_s,
-        _requests(times, rng, conversation_lengths),
+        _requests(times, rng, lengths),
         rate_at,
     )
 

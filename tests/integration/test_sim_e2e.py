@@ -331,28 +331,14 @@ def test_faults_errors_and_never_ready(
     readyReplicas 0 and the LLMService not Available; a crashing simulator restarts and the
     pod's restartCount says so."""
     operators.start(namespace)
-    apply(
-        kubectl,
-        llmservice(
-            "crashy", namespace, replicas=1, gpu="H100-80GB",
-            env={"LLMSERVICE_SIM_CRASH_AFTER_REQUESTS": "3"},
-        ),
-    )  # fmt: skip
     error_rate = 0.25
-    apply(
-        kubectl,
-        llmservice(
-            "flaky", namespace, replicas=1, gpu="H100-80GB",
-            env={"LLMSERVICE_SIM_ERROR_RATE": str(error_rate)},
-        ),
-    )  # fmt: skip
-    apply(
-        kubectl,
-        llmservice(
-            "stuck", namespace, replicas=1, gpu="H100-80GB",
-            env={"LLMSERVICE_SIM_NEVER_READY": "1"},
-        ),
-    )  # fmt: skip
+    faults = {
+        "crashy": {"LLMSERVICE_SIM_CRASH_AFTER_REQUESTS": "3"},
+        "flaky": {"LLMSERVICE_SIM_ERROR_RATE": str(error_rate)},
+        "stuck": {"LLMSERVICE_SIM_NEVER_READY": "1"},
+    }
+    for name, env in faults.items():
+        apply(kubectl, llmservice(name, namespace, replicas=1, gpu="H100-80GB", env=env))
     wait_for("flaky Available", lambda: available(kubectl_json, namespace, "flaky"), 120)
 
     with PodTargets.from_kubeconfig("flaky", namespace, str(cluster.kubeconfig)) as source:
