@@ -247,15 +247,20 @@ def decide(
     measurement: Mapping[str, QueryResult] | None = None,
     smoke: SmokeResult | None = None,
     scaling: ScalingOutcome | None = None,
+    plan: ServicePlan | None = None,
 ) -> Decision:
     """The whole desired state. See `rollout.step` for the measurement/smoke protocol:
-    when the decision asks to `measure` or `smoke`, the caller runs them and calls again."""
+    when the decision asks to `measure` or `smoke`, the caller runs them and calls again.
+
+    ``plan``: the body's spec sized and rendered, when the caller already has it (sizing and
+    rendering are most of a reconcile's CPU); made here otherwise."""
     body = snapshot.body
     generation = body.get("metadata", {}).get("generation")
     try:
         service = parse_llmservice(body)
         _check_secrets(service, snapshot.secrets)
-        plan = plan_service(service, catalog, prometheus_url)
+        if plan is None:
+            plan = plan_service(service, catalog, prometheus_url)
     except SpecError as err:
         return _invalid(snapshot, err, now, generation)
 

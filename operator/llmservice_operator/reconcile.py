@@ -22,7 +22,7 @@ from .api import SpecError, parse_llmservice
 from .api.status import AutoscalingStatus
 from .autoscale import ReplicaSample
 from .decide import Decision, Event, Snapshot, decide, referenced_secrets
-from .planning import plan_service
+from .planning import ServicePlan, plan_service
 from .render.labels import REVISION
 from .rollout import RESUME_ANNOTATION, SmokeResult, SmokeTarget, judge_smoke, smoke_requests
 from .scaling import ScalingOutcome, evaluate, evaluation_due, pod_counts, pod_is_ready
@@ -111,8 +111,11 @@ class Reconciler:
             secrets=observed.secrets,
             missing_apis=frozenset(observed.missing_apis),
         )
-        scaling = self._autoscale(body, snapshot, now)
-        decision = decide(snapshot, self._catalog, now, self._prometheus_url, scaling=scaling)
+        plan = self._plan(body)
+        scaling = self._autoscale(plan, body, snapshot, now) if plan is not None else None
+        decision = decide(
+            snapshot, self._catalog, now, self._prometheus_url, scaling=scaling, plan=plan
+        )
         if decision.measure is not None:
             log.info(
                 "%s/%s: analysis measurement (%d checks)", namespace, name, len(decision.measure)
@@ -128,6 +131,7 @@ class Reconciler:
                 self._prometheus_url,
                 measurement=results,
                 scaling=scaling,
+                plan=plan,
             )
         elif decision.smoke is not None:
             result = self._smoke(body, snapshot, decision.smoke)
@@ -140,7 +144,13 @@ class Reconciler:
             )
             now = fixed_now or self._clock()
             decision = decide(
-                snapshot, self._catalog, now, self._prometheus_url, smoke=result, scaling=scaling
+                snapshot,
+                self._catalog,
+                now,
+                self._prometheus_url,
+                smoke=result,
+                scaling=scaling,
+                plan=plan,
             )
         applied = self._apply(decision, namespace, observed.missing_apis)
         if decision.remove_resume_annotation and RESUME_ANNOTATION in (
@@ -157,15 +167,19 @@ class Reconciler:
             updated,
         )
 
+    def _plan(self, body: dict[str, Any]) -> ServicePlan | None:
+        """The spec sized and rendered once per reconcile; None when it is invalid (decide()
+        reports why)."""
+        try:
+            return plan_service(parse_llmservice(body), self._catalog, self._prometheus_url)
+        except SpecError:
+            return None
+
     def _autoscale(
-        self, body: dict[str, Any], snapshot: Snapshot, now: datetime
+        self, plan: ServicePlan, body: dict[str, Any], snapshot: Snapshot, now: datetime
     ) -> ScalingOutcome | None:
         """Operator-mode scaling: every evaluation interval, from the Ready pods' gauges."""
-        try:
-            service = parse_llmservice(body)
-            plan = plan_service(service, self._catalog, self._prometheus_url)
-        except SpecError:
-            return None  # decide() reports it
+        service = plan.service
         spec = service.spec.scaling
         previous = _current_autoscaling(body)
         if spec.mode != "operator":
