@@ -16,7 +16,12 @@ from typing import Any
 from .adapters.kube import KubeAdapter
 from .adapters.metrics import OperatorMetrics
 from .adapters.prometheus import PrometheusAdapter
-from .adapters.scaling_metrics import samples_from_pods, samples_from_prometheus
+from .adapters.scaling_metrics import (
+    ArrivalResult,
+    arrival_rate_from_prometheus,
+    samples_from_pods,
+    samples_from_prometheus,
+)
 from .adapters.smoke import run_smoke
 from .api import SpecError, parse_llmservice
 from .api.status import AutoscalingStatus
@@ -198,8 +203,11 @@ class Reconciler:
             samples, error = samples_from_prometheus(
                 self._prometheus, service.metadata.namespace, service.metadata.name, version
             )
+        arrivals: ArrivalResult = (None, None)
+        if spec.arrival_rate_query is not None:
+            arrivals = arrival_rate_from_prometheus(self._prometheus, spec.arrival_rate_query)
         return evaluate(
-            spec, plan.sizing.max_num_seqs, previous, snapshot.pods, samples, error, now
+            spec, plan.sizing.max_num_seqs, previous, snapshot.pods, samples, error, now, *arrivals
         )
 
     def _smoke(self, body: dict[str, Any], snapshot: Snapshot, target: SmokeTarget) -> SmokeResult:

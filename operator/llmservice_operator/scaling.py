@@ -70,8 +70,12 @@ def evaluate(
     samples: dict[str, ReplicaSample] | None,
     metrics_error: str | None,
     now: datetime,
+    arrival_rate: float | None = None,
+    arrival_error: str | None = None,
 ) -> ScalingOutcome:
-    """Decide the total replicas from the Ready pods' samples (None: metrics unavailable)."""
+    """Decide the total replicas from the Ready pods' samples (None: metrics unavailable) and,
+    when ``spec.arrivalRateQuery`` is set, the requests/s it measured (None with
+    ``arrival_error``: unknown, so never idle)."""
     ready, loading = pod_counts(pods)
     current = previous.desired_replicas if previous is not None else spec.min_replicas
     current = max(spec.min_replicas, min(spec.max_replicas, current))
@@ -83,6 +87,8 @@ def evaluate(
         current=current,
         samples=per_pod,
         history=history_from_status(previous),
+        arrival_rate=arrival_rate,
+        arrival_rate_missing=arrival_error is not None,
     )
     decision = decide(PolicyConfig.from_spec(spec, max_num_seqs), inputs)
     reason = None
@@ -90,6 +96,8 @@ def evaluate(
     # silence from every Ready replica, is worth a condition.
     if decision.degraded and (samples is None or (ready and not per_pod)):
         reason = metrics_error or "no metrics from any Ready replica"
+    elif decision.degraded and arrival_error is not None:
+        reason = f"{arrival_error}; never scaling down (or waking from zero) without it"
     status = decision.to_status().model_copy(
         update={"last_evaluation_time": rfc3339(now), "degraded_reason": reason}
     )

@@ -24,7 +24,9 @@ from typing import Any
 
 import aiohttp
 import pytest
+import yaml
 from kubernetes import client
+from prometheus_client import CollectorRegistry, Counter, start_http_server
 
 from llmservice_operator.loadgen.client import LoadConfig, resolve_model, run_load
 from llmservice_operator.loadgen.distributions import LengthDist
@@ -32,7 +34,13 @@ from llmservice_operator.loadgen.report import LoadReport
 from llmservice_operator.loadgen.schedule import RateSchedule
 from llmservice_operator.loadgen.targets import PodTargets
 from llmservice_operator.localcluster import ClusterInfo
-from llmservice_operator.localcluster.prometheus import PrometheusServer, query, targets
+from llmservice_operator.localcluster.ports import free_port
+from llmservice_operator.localcluster.prometheus import (
+    PrometheusServer,
+    prometheus_config,
+    query,
+    targets,
+)
 
 from .operator_fixtures import OperatorFactory, OperatorProcess, wait_for
 from .test_scalers import _replicas_managers
@@ -57,6 +65,8 @@ def autoscaled(
     max_replicas: int,
     metrics_source: str = "prometheus",
     env: dict[str, str] | None = None,
+    min_replicas: int = 1,
+    arrival_rate_query: str | None = None,
 ) -> dict[str, Any]:
     variables = {"LLMSERVICE_SIM_DECODE_SLOWDOWN": "5", **(env or {})}
     return {
@@ -73,7 +83,7 @@ def autoscaled(
             "resources": {"gpu": "L4", "minConcurrency": 1},
             "scaling": {
                 "mode": "operator",
-                "minReplicas": 1,
+                "minReplicas": min_replicas,
                 "maxReplicas": max_replicas,
                 "targetQueueDepth": TARGET_QUEUE,
                 "evaluationIntervalSeconds": EVALUATION_S,
@@ -84,6 +94,7 @@ def autoscaled(
                     "maxReplicasPerPeriod": 1,
                     "periodSeconds": PERIOD_S,
                 },
+                **({"arrivalRateQuery": arrival_rate_query} if arrival_rate_query else {}),
             },
         },
     }
@@ -338,6 +349,49 @@ def own_prometheus(
     print(f"--- {server.log} ---\n{server.log.read_text(errors='replace')[-3000:]}")
 
 
+class GatewayCounter:
+    """Stands in for the gateway's request counter (Envoy's, an ingress controller's): requests
+    counted ahead of the replicas, all there is to see while the service has none."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.requests = Counter(
+            "gateway_requests", "Requests routed to a backend.", ["route"], registry=self.registry
+        )
+        self.requests.labels(NAME).inc(0)  # the series exists, at 0, before the first request
+        self.port = free_port()
+        self.server, self.thread = start_http_server(self.port, "127.0.0.1", self.registry)
+
+    def count(self, requests: int) -> None:
+        self.requests.labels(NAME).inc(requests)
+
+
+#: The requests/s the gateway routes to the service (a short window for a fast test).
+ARRIVALS = f'sum(rate(gateway_requests_total{{route="{NAME}"}}[5s]))'
+
+
+@pytest.fixture
+def gateway() -> Iterator[GatewayCounter]:
+    counter = GatewayCounter()
+    yield counter
+    counter.server.shutdown()
+
+
+@pytest.fixture
+def gateway_prometheus(
+    cluster: ClusterInfo, namespace: str, gateway: GatewayCounter, tmp_path: Path
+) -> Iterator[PrometheusServer]:
+    """Scrapes this test's pods and the gateway's counter."""
+    config = yaml.safe_load(
+        prometheus_config(runner_url=cluster.simrunner_url, namespaces=[namespace])
+    )
+    static = {"targets": [f"127.0.0.1:{gateway.port}"]}
+    config["scrape_configs"].append({"job_name": "gateway", "static_configs": [static]})
+    server = PrometheusServer(tmp_path / "prometheus", config=yaml.safe_dump(config))
+    with server:
+        yield server
+
+
 def waiting(prometheus_url: str, namespace: str) -> float | None:
     selector = f'namespace="{namespace}",llmservice="{NAME}"'
     result = query(prometheus_url, f"sum(vllm:num_requests_waiting{{{selector}}})")
@@ -550,6 +604,74 @@ def test_loading_replicas_count_and_a_steady_load_does_not_flap(
     assert timeline in ([1, 3], [1, 2, 3]), timeline
     assert {s.desired for s in watcher.between(up.t)} == {3}
     assert load.errors == 0
+
+
+def test_scale_to_zero_and_wake_on_requests_at_the_gateway(
+    cluster: ClusterInfo,
+    namespace: str,
+    kubectl: Any,
+    kubectl_json: Any,
+    operators: OperatorFactory,
+    watcher: Watcher,
+    gateway: GatewayCounter,
+    gateway_prometheus: PrometheusServer,
+) -> None:
+    """minReplicas 0 with an arrivalRateQuery: no request at the gateway, no replica; requests
+    counted there wake the service (the replicas' own metrics are gone at zero) and a live
+    simulator serves; the gateway idle again for a whole stabilization window, back to zero,
+    not before. Then the query loses its series (the gateway's metrics gone): the service
+    stays up, ScalingDegraded says why."""
+    prometheus = gateway_prometheus.url
+    operators.start(namespace, LLMSERVICE_PROMETHEUS_URL=prometheus)
+    apply(
+        kubectl,
+        autoscaled(namespace, max_replicas=2, min_replicas=0, arrival_rate_query=ARRIVALS),
+    )
+    watcher.start()
+    wait_for("the gateway scraped", lambda: query(prometheus, ARRIVALS), 30)
+    # Created without replicas, the Deployment defaults to 1; the first evaluation sets 0.
+    asleep = watcher.wait("at zero", lambda s: s.desired == 0 and s.replicas == 0, 60)
+    time.sleep(3 * EVALUATION_S)
+    assert watcher.replicas_seen(asleep.t) == [0], "woke up with no request at the gateway"
+
+    t_requests = watcher.now()
+    stop = threading.Event()
+
+    def arrive() -> None:  # 2 requests/s at the gateway
+        while not stop.wait(0.5):
+            gateway.count(1)
+
+    feeder = threading.Thread(target=arrive, daemon=True)
+    feeder.start()
+    try:
+        woken = watcher.wait("woken", lambda s: s.replicas >= 1, 30)
+        print(f"woken {woken.t - t_requests:.1f}s after requests reached the gateway")
+        assert any("activating 0 -> 1" in s.reason for s in watcher.between(t_requests))
+        watcher.wait("a Ready replica", lambda s: s.ready >= 1, 60)
+        wait_for(
+            "a live simulator, scraped",
+            lambda: live_pods(cluster, prometheus, kubectl_json, namespace) >= 1,
+            30,
+        )
+    finally:
+        stop.set()
+        feeder.join()
+    t_idle = watcher.now()
+    zero = watcher.wait("back to zero", lambda s: s.replicas == 0, WINDOW_S + 60)
+    print(f"back to zero {zero.t - t_idle:.1f}s after the last request at the gateway")
+    assert zero.t - t_idle >= WINDOW_S, "scaled to zero before a whole idle window"
+    assert any("idle" in s.reason for s in watcher.between(t_idle))
+
+    # The gateway's metrics gone: nothing can say the service is idle, or that requests wait.
+    wait_for("the counter at rest", lambda: query(prometheus, ARRIVALS), 10)
+    gateway.server.shutdown()
+    degraded = watcher.wait(
+        "ScalingDegraded True",
+        lambda s: s.degraded is not None and s.degraded["status"] == "True",
+        60,
+    ).degraded
+    assert degraded is not None and "arrivalRateQuery" in degraded["message"], degraded
+    assert watcher.last().replicas == 0
 
 
 def assert_replicas_owned_by_the_autoscaler(

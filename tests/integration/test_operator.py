@@ -165,6 +165,11 @@ def test_cel_rules_reject_with_message(namespace: str, kubectl: Any, crd_install
     doc["spec"]["rollout"] = {"steps": [{"setWeight": 50}, {"setWeight": 10}]}
     result = _apply(kubectl, doc, check=False)
     assert "never decrease" in result.stderr
+    del doc["spec"]["rollout"]
+    doc["spec"]["scaling"] = {"minReplicas": 0, "maxReplicas": 2}
+    result = _apply(kubectl, doc, check=False)
+    assert result.returncode != 0
+    assert "needs scaling.arrivalRateQuery" in result.stderr
 
 
 def test_invalid_spec_reported_and_serving_kept(

@@ -14,6 +14,7 @@ from .operator_fixtures import ROOT, OperatorFactory, wait_for
 from .test_operator import _apply, _example, _secrets
 
 KEDA_CRD = "scaledobjects.keda.sh"
+ARRIVALS = 'sum(rate(envoy_cluster_upstream_rq_total{envoy_cluster_name=~".*mixtral.*"}[1m]))'
 
 
 def install_third_party_crds(kubectl: Any) -> None:
@@ -61,6 +62,8 @@ def test_scaler_modes_render_accepted_objects_and_leave_replicas_alone(
     operators.start(namespace)
     doc = _example(ROOT / "examples" / "mixtral-8x7b-fp8.yaml", namespace)
     doc["spec"]["scaling"]["mode"] = mode
+    if mode == "keda":  # scale to zero, woken by the requests counted at the gateway
+        doc["spec"]["scaling"].update(minReplicas=0, arrivalRateQuery=ARRIVALS)
     _apply(kubectl, doc)
     scaler = wait_for(f"{kind} created", lambda: kubectl_json("-n", namespace, kind, "mixtral"), 60)
     [dep] = wait_for(
@@ -77,9 +80,12 @@ def test_scaler_modes_render_accepted_objects_and_leave_replicas_alone(
         assert metric == "vllm:num_requests_waiting"
         assert scaler["spec"]["behavior"]["scaleDown"]["stabilizationWindowSeconds"] == 600
     else:
-        trigger = scaler["spec"]["triggers"][0]
-        assert trigger["type"] == "prometheus"
-        assert "vllm:num_requests_waiting" in trigger["metadata"]["query"]
+        queue, activation = scaler["spec"]["triggers"]
+        assert queue["type"] == activation["type"] == "prometheus"
+        assert "vllm:num_requests_waiting" in queue["metadata"]["query"]
+        assert scaler["spec"]["minReplicaCount"] == 0
+        assert activation["metadata"]["query"] == ARRIVALS
+        assert activation["metadata"]["activationThreshold"] == "0"
 
 
 def test_gateway_parent_renders_an_accepted_httproute(

@@ -67,6 +67,16 @@ def test_every_example_parses(path: Path) -> None:
         ),
         ({"slo": {"ttftP99Ms": -1}}, "spec.slo.ttftP99Ms", "greater than 0"),
         ({"scaling": {"mode": "hpa", "minReplicas": 0}}, "spec.scaling", "scale to zero"),
+        (
+            {"scaling": {"mode": "operator", "minReplicas": 0, "maxReplicas": 2}},
+            "spec.scaling",
+            "needs scaling.arrivalRateQuery",
+        ),
+        (
+            {"scaling": {"mode": "keda", "minReplicas": 0, "maxReplicas": 2}},
+            "spec.scaling",
+            "needs scaling.arrivalRateQuery",
+        ),
         ({"rollout": {"analysis": {"interval": "soon"}}}, "spec.rollout.analysis.interval", ""),
         ({"unknownSection": {}}, "spec.unknownSection", "Extra inputs"),
     ],
@@ -76,6 +86,15 @@ def test_invalid_specs_name_the_field(overrides: dict[str, Any], field: str, wor
         parse_spec(minimal_spec(**overrides))
     assert caught.value.field == field
     assert words in caught.value.message
+
+
+def test_scale_to_zero_with_an_arrival_rate_query_is_valid() -> None:
+    query = 'sum(rate(gateway_requests_total{route="chat"}[1m]))'
+    spec = parse_spec(
+        minimal_spec(scaling={"minReplicas": 0, "maxReplicas": 2, "arrivalRateQuery": query})
+    )
+    assert spec.scaling.min_replicas == 0
+    assert spec.to_wire()["scaling"]["arrivalRateQuery"] == query
 
 
 def test_model_source_pvc_needs_claim() -> None:

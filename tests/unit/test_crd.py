@@ -62,6 +62,7 @@ def test_cel_rules_present_with_messages() -> None:
     assert "minReplicas must not exceed" in messages
     assert "never decrease" in messages
     assert "exactly one of setWeight" in messages
+    assert "needs scaling.arrivalRateQuery" in messages
     assert all(r["rule"] and r["message"] for r in rules)
 
 

@@ -47,3 +47,70 @@ def test_evaluation_interval() -> None:
     assert not evaluation_due(first.status, SPEC, NOW)
     later = NOW.replace(second=SPEC.evaluation_interval_seconds)
     assert evaluation_due(first.status, SPEC, later)
+
+
+TO_ZERO = ScalingSpec(
+    min_replicas=0,
+    max_replicas=4,
+    target_queue_depth=2,
+    arrival_rate_query="sum(rate(gateway_requests_total[1m]))",
+    scale_down={"stabilizationWindowSeconds": 60, "maxReplicasPerPeriod": 1},
+)
+IDLE = {"a": ReplicaSample(waiting=0, running=0, completion_rate=0.0)}
+
+
+def _run(
+    spec: ScalingSpec,
+    pods: list[dict[str, Any]],
+    samples: dict[str, ReplicaSample],
+    seconds: int,
+    arrival_rate: float | None,
+    arrival_error: str | None = None,
+) -> list[int]:
+    """``evaluate`` every 15 s for ``seconds`` after NOW with the same inputs, one replica
+    desired at the start: the totals."""
+    one = spec.model_copy(update={"min_replicas": 1})
+    previous = evaluate(one, 8, None, pods, samples, None, NOW, arrival_rate, arrival_error).status
+    totals = []
+    for t in range(15, seconds + 1, 15):
+        out = evaluate(
+            spec,
+            8,
+            previous,
+            pods,
+            samples,
+            None,
+            NOW.replace(minute=t // 60, second=t % 60),
+            arrival_rate,
+            arrival_error,
+        )
+        previous, _ = out.status, totals.append(out.total)
+    return totals
+
+
+def test_idle_at_the_gateway_for_a_whole_window_scales_to_zero() -> None:
+    totals = _run(TO_ZERO, [_pod("a", True)], IDLE, 90, arrival_rate=0.0)
+    assert totals[-1] == 0
+    assert 0 not in totals[: 60 // 15 - 1], "scaled to zero before a whole idle window"
+
+
+def test_requests_at_the_gateway_wake_a_service_at_zero() -> None:
+    status = evaluate(TO_ZERO, 8, None, [], {}, None, NOW, 0.0).status.model_copy(
+        update={"desired_replicas": 0}
+    )
+    asleep = evaluate(TO_ZERO, 8, status, [], {}, None, NOW.replace(second=15), 0.0)
+    assert asleep.total == 0 and asleep.degraded_reason is None
+    woken = evaluate(TO_ZERO, 8, asleep.status, [], {}, None, NOW.replace(second=30), 0.2)
+    assert woken.total == 1
+    assert "activating 0 -> 1" in woken.status.reason
+
+
+def test_an_unanswered_arrival_query_never_scales_down_or_to_zero() -> None:
+    error = "arrivalRateQuery returned no series: sum(rate(gateway_requests_total[1m]))"
+    totals = _run(TO_ZERO, [_pod("a", True)], IDLE, 300, arrival_rate=None, arrival_error=error)
+    assert set(totals) == {1}
+    out = evaluate(TO_ZERO, 8, None, [_pod("a", True)], IDLE, None, NOW, None, error)
+    assert out.degraded_reason is not None and "no series" in out.degraded_reason
+    busy = {"a": ReplicaSample(waiting=6, running=8, completion_rate=1.0)}
+    up = evaluate(TO_ZERO, 8, None, [_pod("a", True)], busy, None, NOW, None, error)
+    assert up.total > 1, "a queue still scales up without the arrival rate"

@@ -11,10 +11,30 @@ from ..autoscale import ReplicaSample
 from ..vllm.metrics import metric_names
 from .prometheus import PrometheusAdapter
 
-__all__ = ["SampleResult", "samples_from_pods", "samples_from_prometheus"]
+__all__ = [
+    "ArrivalResult",
+    "SampleResult",
+    "arrival_rate_from_prometheus",
+    "samples_from_pods",
+    "samples_from_prometheus",
+]
 
 #: (samples by pod name, or None with the reason they are missing)
 SampleResult = tuple[dict[str, ReplicaSample] | None, str | None]
+#: (requests/s, or None with the reason it is unknown)
+ArrivalResult = tuple[float | None, str | None]
+
+
+def arrival_rate_from_prometheus(prometheus: PrometheusAdapter, query: str) -> ArrivalResult:
+    """``spec.scaling.arrivalRateQuery``: the sum of its series. No series is no answer, not 0
+    (a mistyped label would otherwise read as idle and scale the service to zero for good)."""
+    result = prometheus.query(query)
+    if isinstance(result, str):
+        return None, f"arrivalRateQuery: {result}"
+    values = [s.value for s in result if s.value == s.value]  # NaN (0/0) is no answer either
+    if not values:
+        return None, f"arrivalRateQuery returned no series: {query}"
+    return max(0.0, sum(values)), None
 
 
 def samples_from_prometheus(

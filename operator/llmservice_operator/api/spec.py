@@ -226,6 +226,14 @@ class ScalingBehavior(ApiModel):
     period_seconds: int = Field(default=60, ge=1, le=1800)
 
 
+#: At zero replicas the replicas' own metrics are gone: only a rate measured ahead of them can
+#: say that requests arrive.
+SCALE_TO_ZERO_NEEDS_ARRIVALS = (
+    "scaling.minReplicas 0 (scale to zero) needs scaling.arrivalRateQuery: with no replica left, "
+    "only requests counted ahead of the replicas (gateway, ingress) can wake the service"
+)
+
+
 def _scale_down_default() -> ScalingBehavior:
     return ScalingBehavior(stabilization_window_seconds=300, max_replicas_per_period=1)
 
@@ -245,6 +253,10 @@ class ScalingSpec(ApiModel):
                     "!has(self.minReplicas) || self.minReplicas > 0 || !has(self.mode) "
                     "|| self.mode == 'operator' || self.mode == 'keda'",
                     "scaling.minReplicas 0 (scale to zero) needs mode operator or keda",
+                ),
+                cel(
+                    "!has(self.minReplicas) || self.minReplicas > 0 || has(self.arrivalRateQuery)",
+                    SCALE_TO_ZERO_NEEDS_ARRIVALS,
                 ),
             ]
         }
@@ -273,6 +285,17 @@ class ScalingSpec(ApiModel):
     metrics_source: Literal["prometheus", "pods"] = "prometheus"
     scale_up: ScalingBehavior = Field(default_factory=ScalingBehavior)
     scale_down: ScalingBehavior = Field(default_factory=_scale_down_default)
+    arrival_rate_query: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=2000,
+        description=(
+            "PromQL for the requests/s reaching this service ahead of its replicas (the "
+            "gateway's or ingress' request counter, e.g. sum(rate(...[1m]))). The operator plans "
+            "on it instead of the replicas' completions, and it is what wakes a service scaled "
+            "to zero (mode keda: an activation trigger); required with minReplicas 0."
+        ),
+    )
 
     @model_validator(mode="after")
     def _bounds(self) -> ScalingSpec:
@@ -280,6 +303,8 @@ class ScalingSpec(ApiModel):
             raise ValueError("scaling.minReplicas must not exceed scaling.maxReplicas")
         if self.min_replicas == 0 and self.mode not in ("operator", "keda"):
             raise ValueError("scaling.minReplicas 0 (scale to zero) needs mode operator or keda")
+        if self.min_replicas == 0 and self.arrival_rate_query is None:
+            raise ValueError(SCALE_TO_ZERO_NEEDS_ARRIVALS)
         return self
 
 

@@ -285,6 +285,10 @@ class ScalingInputs:
     """Requests held upstream with no replica to take them (an activator, while at zero)."""
     arrival_rate: float | None = None
     """Requests/s reaching the service over about the last minute; None when not measured."""
+    arrival_rate_missing: bool = False
+    """The arrival rate is measured for this service but its source did not answer: like
+    samples missing from some replicas, the decision may scale up but never down (at zero
+    replicas: nothing can be seen arriving, so it holds)."""
 
     def __post_init__(self) -> None:
         if not math.isfinite(self.now):
@@ -605,7 +609,7 @@ def decide(config: PolicyConfig, inputs: ScalingInputs) -> ScaleDecision:
         history.rates,
         now,
     )
-    partial = 0 < len(present) < inputs.ready
+    partial = 0 < len(present) < inputs.ready or inputs.arrival_rate_missing
     waiting_loading = inputs.ready == 0 and current > 0
 
     # -- the unstabilized recommendation -------------------------------------------------------
@@ -715,7 +719,11 @@ def _reason(
         f"{load.n_down} replica{'' if load.n_down == 1 else 's'} would carry it with "
         f"{DOWN_TOLERANCE:.0%} to spare"
     )
-    note = "; some ready replicas sent no metrics, so not scaling down" if partial else ""
+    note = ""
+    if inputs.arrival_rate_missing:
+        note = "; the arrival rate is unavailable, so not scaling down"
+    elif partial:
+        note = "; some ready replicas sent no metrics, so not scaling down"
     if current == 0 and desired > 0 and (inputs.gateway_waiting or inputs.arrival_rate):
         return (
             f"activating 0 -> {desired}: {inputs.gateway_waiting} request(s) waiting, "

@@ -394,6 +394,7 @@ def scaler(inp: RenderInput, target_deployment: str) -> dict[str, Any] | None:
             "scaledobject.yaml.j2",
             prometheus_url=inp.prometheus_url,
             query=query,
+            arrival_query=scaling.arrival_rate_query,
             polling_interval=scaling.evaluation_interval_seconds,
             **common,
         )
