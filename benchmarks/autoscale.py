@@ -206,6 +206,7 @@ def run_trace(
     only: Sequence[str],
     warm: ScaleHistory,
     lengths: Lengths,
+    gateway_rate: bool = True,
 ) -> list[tuple[FleetResult, Scaler]]:
     # Static: the peak minute at 90% of a replica's throughput.
     peak_replicas = math.ceil(trace.peak_rate() / (0.9 * capacity))
@@ -219,7 +220,7 @@ def run_trace(
         max_num_seqs=dep.max_num_seqs,
         target_queue_depth=target,
     )
-    operator = OperatorScaler(policy, history=warm)
+    operator = OperatorScaler(policy, history=warm, gateway_rate=gateway_rate)
     static = StaticScaler(peak_replicas)
     scalers: list[Scaler] = [
         operator,
@@ -287,6 +288,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="start the operator with an empty status (it learns at its first saturation)",
     )
+    parser.add_argument(
+        "--arrivals",
+        choices=["gateway", "completions"],
+        default="gateway",
+        help="what the operator plans on: the gateway's arrival rate (a service with "
+        "spec.scaling.arrivalRateQuery, the default here) or the replicas' completions (without)",
+    )
     args = parser.parse_args(argv)
 
     started = time.perf_counter()
@@ -330,7 +338,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         learned = f"{warm.throughput[1]:.2f} req/s" if warm.throughput else "nothing (cold)"
         print(f"  the operator starts knowing a full replica completes {learned}")
-        for result, _ in run_trace(trace, dep, capacity, args.seed, args.only, warm, lengths):
+        gateway_rate = args.arrivals == "gateway"
+        runs = run_trace(trace, dep, capacity, args.seed, args.only, warm, lengths, gateway_rate)
+        for result, _ in runs:
             rows.append((trace.name, result))
             shares = "  ".join(
                 f"<={slo:g}s {result.slo_attainment(slo):7.2%}" for slo in TTFT_SLOS_S

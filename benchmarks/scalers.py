@@ -1,7 +1,9 @@
 """The scalers the benchmark compares, all on the same metric (``vllm:num_requests_waiting``).
 
 * :class:`OperatorScaler`: this operator's policy (``llmservice_operator.autoscale.decide``)
-  with its defaults, history carried between evaluations as the CR status would carry it.
+  with its defaults, history carried between evaluations as the CR status would carry it,
+  planning on the gateway's arrival rate (``spec.scaling.arrivalRateQuery``) or, with
+  ``gateway_rate=False``, on the replicas' completion rates.
 * :class:`HpaScaler`: the Kubernetes HPA's algorithm (``pkg/controller/podautoscaler``) on a
   Pods metric with an AverageValue target: ``ceil(currentReplicas x avg / target)`` with the
   10% tolerance; pods without a sample (still loading) count as 0 on a scale-up and as the
@@ -53,6 +55,9 @@ class OperatorScaler:
     history: ScaleHistory = field(default_factory=ScaleHistory)
     decisions: int = 0
     degraded: int = 0
+    gateway_rate: bool = True
+    """Plan on the gateway's arrival rate (a service with ``spec.scaling.arrivalRateQuery``);
+    False: on the replicas' completions alone, as without one."""
 
     def evaluate(self, view: FleetView) -> int:
         decision = decide(
@@ -64,8 +69,8 @@ class OperatorScaler:
                 current=view.desired,
                 samples=view.samples if view.scraped else None,
                 history=self.history,
-                gateway_waiting=view.gateway_waiting,
-                arrival_rate=view.arrival_rate,
+                gateway_waiting=view.gateway_waiting if self.gateway_rate else 0,
+                arrival_rate=view.arrival_rate if self.gateway_rate else None,
             ),
         )
         self.history = decision.history
