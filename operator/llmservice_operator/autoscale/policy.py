@@ -70,8 +70,9 @@ Rules
   target, and never before ``mu`` is known when completions are measured (the capacity to
   simulate against is unknown: a new service learns it at its first saturation).
 * **Missing data** never scales down: no samples at all holds the current count (decision
-  flagged ``degraded``); samples from only some ready replicas may scale up (the missing
-  replicas are assumed to look like the others) but not down.
+  flagged ``degraded``); samples from only some ready replicas, or an arrival rate whose
+  source did not answer (``arrival_rate_missing``), may scale up (the missing replicas are
+  assumed to look like the others) but not down.
 * **Bounds** win over everything: the result is always within ``[min_replicas, max_replicas]``.
 * **Scale to zero** (``min_replicas: 0``): recommended only when nothing runs, nothing waits and
   no request arrives (``arrival_rate == 0``; an unknown rate never counts as idle), so the

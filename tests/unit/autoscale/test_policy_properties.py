@@ -116,6 +116,22 @@ def test_never_scales_down_on_missing_data(config: PolicyConfig, inputs: Scaling
         assert decision.degraded
 
 
+
+@FAST
+@given(configs(), scaling_inputs())
+def test_never_scales_down_or_wakes_without_the_arrival_rate(
+    config: PolicyConfig, inputs: ScalingInputs
+) -> None:
+    """An arrivalRateQuery that did not answer: never below the current count, whatever the
+    replicas say; at zero with nothing queued upstream, it stays at zero (save for bounds)."""
+    missing = replace(inputs, arrival_rate=None, arrival_rate_missing=True)
+    decision = decide(config, missing)
+    assert decision.desired_replicas >= _clamped(config, inputs.current)
+    assert decision.degraded
+    asleep = replace(missing, ready=0, loading=0, current=0, samples=[], gateway_waiting=0)
+    assert decide(config, asleep).desired_replicas == config.min_replicas
+
+
 @FAST
 @given(configs(), scaling_inputs(), st.integers(1, 6))
 def test_loading_replicas_are_not_counted_twice(
