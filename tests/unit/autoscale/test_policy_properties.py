@@ -116,7 +116,6 @@ def test_never_scales_down_on_missing_data(config: PolicyConfig, inputs: Scaling
         assert decision.degraded
 
 
-
 @FAST
 @given(configs(), scaling_inputs())
 def test_never_scales_down_or_wakes_without_the_arrival_rate(
