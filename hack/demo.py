@@ -25,7 +25,7 @@ def main() -> int:
 
     print("==> CRD")
     kubectl("apply", "--server-side", "-f", str(ROOT / "crds" / "llmservice.yaml"))
-    kubectl("wait", "--for=condition=Established", "crd/llmservices.serving.llmservice.dev")
+    info.wait_crd_established("llmservices.serving.llmservice.dev")
     print("==> operator (log: .demo-operator.log)")
     log = (ROOT / ".demo-operator.log").open("wb")
     operator = subprocess.Popen(

@@ -80,15 +80,7 @@ class OperatorFactory:
 @pytest.fixture(scope="session")
 def crd_installed(cluster: ClusterInfo, kubectl: Any) -> None:
     kubectl("apply", "--server-side", "-f", str(ROOT / "crds" / "llmservice.yaml"))
-
-    def established() -> bool:
-        crd = json.loads(
-            kubectl("get", "crd", "llmservices.serving.llmservice.dev", "-o", "json").stdout
-        )
-        conditions = (crd.get("status") or {}).get("conditions") or []
-        return any(c["type"] == "Established" and c["status"] == "True" for c in conditions)
-
-    wait_for("CRD Established", established, 60)
+    cluster.wait_crd_established("llmservices.serving.llmservice.dev")
 
 
 @pytest.fixture

@@ -10,6 +10,8 @@ from typing import Any
 
 import pytest
 
+from llmservice_operator.localcluster import ClusterInfo
+
 from .operator_fixtures import ROOT, OperatorFactory, wait_for
 from .test_operator import _apply, _example, _secrets
 
@@ -17,7 +19,7 @@ KEDA_CRD = "scaledobjects.keda.sh"
 ARRIVALS = 'sum(rate(envoy_cluster_upstream_rq_total{envoy_cluster_name=~".*mixtral.*"}[1m]))'
 
 
-def install_third_party_crds(kubectl: Any) -> None:
+def install_third_party_crds(cluster: ClusterInfo, kubectl: Any) -> None:
     out = (
         subprocess.run(
             ["bash", str(ROOT / "hack" / "fetch-crds.sh")],
@@ -31,12 +33,12 @@ def install_third_party_crds(kubectl: Any) -> None:
     for crd in sorted(Path(out).glob("*.yaml")):
         kubectl("apply", "--server-side", "-f", str(crd))
     for name in (KEDA_CRD, "httproutes.gateway.networking.k8s.io"):
-        kubectl("wait", "--for=condition=Established", f"crd/{name}", "--timeout=60s")
+        cluster.wait_crd_established(name)
 
 
 @pytest.fixture(scope="session")
-def third_party_crds(cluster: Any, kubectl: Any) -> None:
-    install_third_party_crds(kubectl)
+def third_party_crds(cluster: ClusterInfo, kubectl: Any) -> None:
+    install_third_party_crds(cluster, kubectl)
 
 
 def _replicas_managers(dep: dict[str, Any]) -> set[str]:
@@ -112,7 +114,7 @@ def test_gateway_parent_renders_an_accepted_httproute(
 
 
 def test_an_api_removed_after_discovery_is_treated_as_missing(
-    cluster: Any,
+    cluster: ClusterInfo,
     namespace: str,
     kubectl: Any,
     kubectl_json: Any,
@@ -149,4 +151,4 @@ def test_an_api_removed_after_discovery_is_treated_as_missing(
         kubectl("-n", namespace, "delete", "service", "llama-8b")
         wait_for("the Service recreated by a restarted operator", recreated, 60)
     finally:
-        install_third_party_crds(kubectl)
+        install_third_party_crds(cluster, kubectl)

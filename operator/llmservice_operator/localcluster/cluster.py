@@ -116,6 +116,19 @@ class ClusterInfo:
             check=True,
         ).stdout
 
+    def wait_crd_established(self, name: str, timeout: float = 60) -> None:
+        """Wait for the CRD ``name`` to be served. Polled: ``kubectl wait`` fails at once on a CRD
+        whose status has no conditions yet (just applied)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            crd = json.loads(self.run_kubectl("get", "crd", name, "-o", "json"))
+            conditions = (crd.get("status") or {}).get("conditions") or []
+            if any(c["type"] == "Established" and c["status"] == "True" for c in conditions):
+                return
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"CRD {name} not Established within {timeout:g}s")
+            time.sleep(0.5)
+
 
 def default_state_dir() -> Path:
     """``$LLMSERVICE_CLUSTER_DIR`` or ``<cache>/cluster``."""
