@@ -277,6 +277,7 @@ def simulate_fleet(
                     running=r.engine.num_running,
                     kv_cache_usage=min(1.0, r.engine.kv_usage),
                     completion_rate=_rate(r.scrapes, now),
+                    ready_seconds=now - r.ready_at,
                 )
             gateway_scraped = len(gateway)
             arrival_scrapes.append((now, arrivals))

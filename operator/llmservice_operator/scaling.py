@@ -8,7 +8,7 @@ them the last desired count stands.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -23,7 +23,14 @@ from .autoscale import (
 )
 from .conditions import rfc3339
 
-__all__ = ["ScalingOutcome", "evaluate", "evaluation_due", "pod_counts", "pod_is_ready"]
+__all__ = [
+    "ScalingOutcome",
+    "evaluate",
+    "evaluation_due",
+    "pod_counts",
+    "pod_is_ready",
+    "ready_seconds",
+]
 
 
 @dataclass(frozen=True)
@@ -46,6 +53,15 @@ def pod_is_ready(pod: dict[str, Any]) -> bool:
         c.get("type") == "Ready" and c.get("status") == "True"
         for c in (pod.get("status") or {}).get("conditions") or []
     )
+
+
+def ready_seconds(pod: dict[str, Any], now: datetime) -> float | None:
+    """How long the pod has been Ready (its Ready condition's last transition); None unknown."""
+    for c in (pod.get("status") or {}).get("conditions") or []:
+        if c.get("type") == "Ready" and c.get("status") == "True" and c.get("lastTransitionTime"):
+            since = datetime.fromisoformat(str(c["lastTransitionTime"]).replace("Z", "+00:00"))
+            return max(0.0, (now - since).total_seconds())
+    return None
 
 
 def pod_counts(pods: list[dict[str, Any]]) -> tuple[list[str], int]:
@@ -79,7 +95,10 @@ def evaluate(
     ready, loading = pod_counts(pods)
     current = previous.desired_replicas if previous is not None else spec.min_replicas
     current = max(spec.min_replicas, min(spec.max_replicas, current))
-    per_pod = None if samples is None else [samples[n] for n in ready if n in samples]
+    ages = {p["metadata"]["name"]: ready_seconds(p, now) for p in pods}
+    per_pod = None
+    if samples is not None:
+        per_pod = [replace(samples[n], ready_seconds=ages.get(n)) for n in ready if n in samples]
     inputs = ScalingInputs(
         now=now.timestamp(),
         ready=len(ready),

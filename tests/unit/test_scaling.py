@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from llmservice_operator.api.spec import ScalingSpec
 from llmservice_operator.autoscale import ReplicaSample
+from llmservice_operator.conditions import rfc3339
 from llmservice_operator.scaling import evaluate, evaluation_due
 
 NOW = datetime(2026, 11, 30, 12, 0, 0, tzinfo=UTC)
@@ -114,3 +115,22 @@ def test_an_unanswered_arrival_query_never_scales_down_or_to_zero() -> None:
     busy = {"a": ReplicaSample(waiting=6, running=8, completion_rate=1.0)}
     up = evaluate(TO_ZERO, 8, None, [_pod("a", True)], busy, None, NOW, None, error)
     assert up.total > 1, "a queue still scales up without the arrival rate"
+
+
+def test_a_pod_ready_for_less_than_a_minute_teaches_no_throughput() -> None:
+    """The Ready condition's transition time says how young a pod's rate window is: a minute
+    into a saturation, a pod Ready for 20 s teaches nothing (its one-minute rate reads part of
+    a minute), one Ready for three minutes teaches the throughput."""
+    busy = {"a": ReplicaSample(waiting=6, running=8, completion_rate=2.0)}
+    later = NOW + timedelta(seconds=60)
+
+    def pod(ready_since: datetime) -> dict[str, Any]:
+        ready = {"type": "Ready", "status": "True", "lastTransitionTime": rfc3339(ready_since)}
+        return {"metadata": {"name": "a"}, "status": {"phase": "Running", "conditions": [ready]}}
+
+    young, old = later - timedelta(seconds=20), NOW - timedelta(seconds=120)
+    for ready_since, learns in ((young, False), (old, True)):
+        first = evaluate(SPEC, 8, None, [pod(ready_since)], busy, None, NOW)
+        out = evaluate(SPEC, 8, first.status, [pod(ready_since)], busy, None, later)
+        learned = [r for r in out.status.recommendations if "=@" in r]
+        assert bool(learned) == learns, (ready_since, out.status.recommendations)

@@ -15,11 +15,15 @@ The history holds two kinds of entries, both needed to survive an operator resta
 * recent **arrival rates** ``(time, requests/s)``, one every :data:`RATE_SPACING_SECONDS` at
   most, over the last ``rate_horizon`` seconds: what the policy reads a rising load's trend
   from.
+* since when the replicas have queued beyond the target without a break (**saturated
+  since**): a one-minute completion rate is a full replica's throughput only once the whole
+  minute was spent full.
 
 In ``status.autoscaling.recommendations`` all are strings ``"<epoch>=<value>"``: a
 recommendation is a plain count (``"1718000000=4"``), an event carries a sign
 (``"1718000000=+3"``, ``"...=-1"``), the learned throughput an at sign
-(``"1718000000=@4.07"``), an observed arrival rate a tilde (``"1718000000=~12.5"``).
+(``"1718000000=@4.07"``), an observed arrival rate a tilde (``"1718000000=~12.5"``), the
+start of the current saturation an exclamation mark (``"1718000000=!"``).
 So one list keeps the whole history and ``history_from_status(history_to_status(...))`` is the
 identity (times to the millisecond).
 """
@@ -66,6 +70,8 @@ class ScaleHistory:
     """(time learned, requests/s one full replica completes), or None before it was seen."""
     rates: tuple[tuple[float, float], ...] = ()
     """(time, requests/s arriving) as observed by recent evaluations, oldest first."""
+    saturated_since: float | None = None
+    """When the replicas began queueing beyond the target, while they still do; else None."""
 
     def __post_init__(self) -> None:
         for t, replicas in self.recommendations:
@@ -81,6 +87,8 @@ class ScaleHistory:
         for t, rate in self.rates:
             if not (math.isfinite(t) and math.isfinite(rate) and rate >= 0):
                 raise ValueError(f"bad arrival rate ({t}, {rate})")
+        if self.saturated_since is not None and not math.isfinite(self.saturated_since):
+            raise ValueError(f"bad saturation start {self.saturated_since}")
 
     def recommendations_since(self, cutoff: float) -> list[int]:
         """Recommendations made strictly after ``cutoff``."""
@@ -104,6 +112,7 @@ class ScaleHistory:
         throughput: tuple[float, float] | None = None,
         arrival_rate: float | None = None,
         rate_horizon: float = 0.0,
+        saturated: bool | None = None,
     ) -> ScaleHistory:
         """This history with one evaluation added and what no window can see any more dropped.
 
@@ -112,6 +121,8 @@ class ScaleHistory:
         ``throughput`` replaces the learned one when given.
         ``arrival_rate`` (when measured) joins the rates unless one was kept less than
         :data:`RATE_SPACING_SECONDS` ago; rates older than ``rate_horizon`` go.
+        ``saturated`` True starts the saturation now unless it runs already, False ends it,
+        None (nothing measured) leaves it as it is.
         """
         recs = list(self.recommendations)
         if recommendation is not None:
@@ -128,6 +139,13 @@ class ScaleHistory:
             events=tuple(events),
             throughput=throughput or self.throughput,
             rates=tuple(rates),
+            saturated_since=(
+                self.saturated_since
+                if saturated is None
+                else (self.saturated_since or now)
+                if saturated
+                else None
+            ),
         )
         if change > 0:
             history = replace(history, last_scale_time=now, last_scale_up_time=now)
@@ -174,7 +192,8 @@ def format_epoch(t: float) -> str:
 
 def history_to_strings(history: ScaleHistory) -> list[str]:
     """``"<epoch>=<replicas>"`` per recommendation, ``"<epoch>=<+/-change>"`` per event,
-    ``"<epoch>=~<requests/s>"`` per arrival rate, then ``"<epoch>=@<requests/s>"`` learned.
+    ``"<epoch>=~<requests/s>"`` per arrival rate, then ``"<epoch>=!"`` for a saturation that
+    runs and ``"<epoch>=@<requests/s>"`` learned.
 
     Sorted by time (recommendations, events, rates at equal times); the oldest entries go
     first when more than :data:`MAX_STATUS_ENTRIES` would be written.
@@ -186,6 +205,8 @@ def history_to_strings(history: ScaleHistory) -> list[str]:
     entries.sort(key=lambda e: (e[0], e[1]))
     texts = [text for _, _, text in entries]
     learned = []
+    if history.saturated_since is not None:
+        learned.append(f"{format_epoch(history.saturated_since)}=!")
     if history.throughput is not None:
         t, value = history.throughput
         learned.append(f"{format_epoch(t)}=@{format_epoch(value)}")
@@ -206,6 +227,7 @@ def history_from_strings(
     events: list[tuple[float, int]] = []
     rates: list[tuple[float, float]] = []
     throughput: tuple[float, float] | None = None
+    saturated_since: float | None = None
     for entry in entries:
         epoch, sep, value = entry.partition("=")
         try:
@@ -220,6 +242,8 @@ def history_from_strings(
                     raise ValueError("a learned throughput must be > 0")
                 if throughput is None or t >= throughput[0]:
                     throughput = (t, number)
+            elif value == "!":
+                saturated_since = t
             elif value.startswith("~"):
                 rate = float(value[1:])
                 if not (rate >= 0 and math.isfinite(rate)):
@@ -247,6 +271,7 @@ def history_from_strings(
         last_scale_down_time=last_scale_down_time,
         throughput=throughput,
         rates=tuple(sorted(rates)),
+        saturated_since=saturated_since,
     )
 
 

@@ -254,6 +254,9 @@ class ReplicaSample:
     """0..1; None when the replica does not export it."""
     completion_rate: float | None = None
     """Requests/s it completed over about the last minute; None when not measured."""
+    ready_seconds: float | None = None
+    """How long it has been Ready; None when unknown. A replica Ready for less than the rate's
+    window has a completion rate of part of a window (Prometheus reads a young series low)."""
 
     def __post_init__(self) -> None:
         for name in ("waiting", "running"):
@@ -327,9 +330,12 @@ class LoadEstimate:
     idle: bool
     """Nothing runs, nothing waits, and no request arrives."""
     saturated: bool
-    """Some replica queued beyond the target with a measured completion rate (what teaches mu)."""
+    """A full replica's throughput was learned now (see ``queueing``)."""
     queue_over: bool
     """The queue per ready replica exceeds the target queue depth."""
+    queueing: bool
+    """Some replica queues beyond the target with a measured completion rate (what starts or
+    continues a saturation; one a rate window long teaches mu)."""
     capacity_known: bool
     """A full replica's throughput is known (or completions are not measured at all, so the
     slot and KV model is all there is): without it a scale-down has nothing to simulate."""
@@ -412,19 +418,35 @@ def estimate_load(
     learned_throughput: float | None = None,
     rates: Sequence[tuple[float, float]] = (),
     now: float | None = None,
+    saturated_since: float | None = None,
 ) -> LoadEstimate:
     """The load model over ``samples`` (extrapolated to ``ready`` replicas when some lack one).
 
     ``rates`` are earlier ``(time, arrival rate)`` observations (the history's), for the trend
-    at ``now``."""
+    at ``now``; ``saturated_since`` when the replicas began queueing beyond the target (the
+    history's), for learning ``mu``."""
     ceiling = config.kv_cache_usage_ceiling
     target = config.target_queue_depth
-    queueing = [s for s in samples if s.waiting > target]
+    queueing = [s for s in samples if s.waiting > target and s.completion_rate]
     completions = [s.completion_rate for s in samples if s.completion_rate is not None]
     # A replica queueing beyond the target is full: what it completes is what a full replica
-    # does. The median, so a replica that just became ready (queued by the balancer, barely
-    # completing yet) does not drag it down.
-    seen = sorted(s.completion_rate for s in queueing if s.completion_rate)
+    # does, once its whole rate window was spent full: the replicas have queued for a window
+    # without a break, and this one has been Ready that long (else the rate reads part of a
+    # window, the load from before the queue, or a young series: a burst's first evaluations
+    # would learn a throughput many times too low and plan maxReplicas for any load after).
+    # The median, so one replica the balancer just filled does not drag it down.
+    full_for_a_window = (
+        saturated_since is not None
+        and now is not None
+        and now - saturated_since >= RATE_WINDOW_SECONDS
+    )
+    seen = sorted(
+        s.completion_rate
+        for s in queueing
+        if full_for_a_window
+        and s.completion_rate
+        and (s.ready_seconds is None or s.ready_seconds >= RATE_WINDOW_SECONDS)
+    )
     learned_now = seen[len(seen) // 2] if seen else None
     if learned_now is not None and learned_throughput is not None:
         # Smoothed: a rate window that began before the queue did reads low for a while.
@@ -501,6 +523,7 @@ def estimate_load(
         n_down=n_fit if queue_over else max(n_fit, fewest(down, True)),
         idle=load == 0 and arrival_rate == 0,
         saturated=learned_now is not None,
+        queueing=bool(queueing),
         queue_over=queue_over,
         capacity_known=capacity_known,
         trend=trend,
@@ -581,6 +604,7 @@ def decide(config: PolicyConfig, inputs: ScalingInputs) -> ScaleDecision:
             throughput=_relearned(inputs.history.throughput, load, now),
             arrival_rate=observed_rate,
             rate_horizon=TREND_WINDOW_SECONDS,
+            saturated=None if load is None else load.queueing,
         )
         direction: Direction = "up" if change > 0 else "down" if change < 0 else "hold"
         return ScaleDecision(clamped, rec, direction, reason, degraded, history, load)
@@ -609,6 +633,7 @@ def decide(config: PolicyConfig, inputs: ScalingInputs) -> ScaleDecision:
         history.throughput[1] if history.throughput else None,
         history.rates,
         now,
+        history.saturated_since,
     )
     partial = 0 < len(present) < inputs.ready or inputs.arrival_rate_missing
     waiting_loading = inputs.ready == 0 and current > 0

@@ -45,8 +45,10 @@ def test_status_round_trip_resumes_the_same_history() -> None:
         last_scale_time=1718000000.0,
         last_scale_up_time=1718000000.0,
         throughput=(1718000000.0, 3.5),
+        saturated_since=1717999990.5,
     )
     status = history_to_status(history, desired_replicas=5, reason="because")
+    assert "1717999990.5=!" in status.recommendations
     assert status.last_scale_up_time == "2024-06-10T06:13:20Z"
     assert status.last_scale_down_time is None
     wire = AutoscalingStatus.model_validate(status.to_wire())

@@ -414,16 +414,39 @@ def test_throughput_is_learned_from_the_queueing_replicas() -> None:
         S(waiting=30, running=60, kv_cache_usage=0.5, completion_rate=4.0),
         S(waiting=0, running=5, kv_cache_usage=0.05, completion_rate=0.5),
     ]
-    decision = decide(CONFIG, replace(inputs(3, None), samples=samples))
+    full = ScaleHistory(saturated_since=940.0)  # queueing beyond the target for a minute
+    decision = decide(CONFIG, replace(inputs(3, None), samples=samples, history=full))
     assert decision.history.throughput == (1000.0, 4.0)
     assert decision.load is not None and decision.load.saturated
+
+
+def test_nothing_is_learned_before_a_whole_rate_window_was_spent_full() -> None:
+    """A burst's first evaluations: the replicas' one-minute completion rates still hold the
+    minute before the queue (here: 0.2 req/s, a twentieth of a full replica). Learned, they
+    would plan maxReplicas for any load from then on. The saturation starts in the history
+    and teaches mu a minute later; a replica Ready for less than a minute is not asked."""
+    early = [S(waiting=20, running=60, kv_cache_usage=0.5, completion_rate=0.2)] * 2
+    first = decide(CONFIG, replace(inputs(2, None), samples=early))
+    assert first.history.throughput is None
+    assert first.history.saturated_since == 1000.0
+    later = [S(waiting=20, running=60, kv_cache_usage=0.5, completion_rate=4.0)] * 2
+    at = replace(inputs(2, None, now=1059.0), samples=later, history=first.history)
+    assert decide(CONFIG, at).history.throughput is None
+    after = decide(CONFIG, replace(at, now=1060.0))
+    assert after.history.throughput == (1060.0, 4.0)
+    young = [replace(s, ready_seconds=30.0) for s in later]
+    assert decide(CONFIG, replace(at, now=1060.0, samples=young)).history.throughput is None
+    calm = [S(waiting=0, running=10, kv_cache_usage=0.1, completion_rate=1.0)] * 2
+    ended = decide(CONFIG, replace(at, now=1075.0, samples=calm, history=after.history))
+    assert ended.history.saturated_since is None
 
 
 def test_throughput_is_smoothed_once_known() -> None:
     """A new observation moves a known throughput by a fifth of the difference: a rate window
     that started before the queue reads low for a while."""
     samples = [S(waiting=20, running=60, kv_cache_usage=0.5, completion_rate=3.0)] * 2
-    decision = decide(CONFIG, replace(inputs(2, None), samples=samples, history=learned(4.0)))
+    history = replace(learned(4.0), saturated_since=900.0)
+    decision = decide(CONFIG, replace(inputs(2, None), samples=samples, history=history))
     assert decision.history.throughput is not None
     t, mu = decision.history.throughput
     assert t == 1000.0
