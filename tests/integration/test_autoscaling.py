@@ -13,7 +13,9 @@ at most 3 or 4 replicas.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
+import math
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -41,6 +43,7 @@ from llmservice_operator.localcluster.prometheus import (
     query,
     targets,
 )
+from llmservice_operator.render.labels import REVISION
 
 from .operator_fixtures import OperatorFactory, OperatorProcess, wait_for
 from .test_scalers import _replicas_managers
@@ -125,6 +128,12 @@ class Sample:
     degraded: dict[str, Any] | None
     """The ScalingDegraded condition."""
     autoscaling: dict[str, Any]
+    revisions: tuple[tuple[str, int, int], ...] = ()
+    """(revision, spec.replicas, ready replicas) of each Deployment, by revision."""
+
+    def revision(self, name: str) -> tuple[int, int]:
+        """(replicas, ready) of the revision's Deployment; (0, 0) without one."""
+        return next(((r, ready) for rev, r, ready in self.revisions if rev == name), (0, 0))
 
 
 @dataclass
@@ -177,12 +186,24 @@ class Watcher:
                 reason=str(auto.get("reason", "")),
                 degraded=condition(obj, "ScalingDegraded"),
                 autoscaling=auto,
+                revisions=tuple(
+                    sorted(
+                        (
+                            (d.metadata.labels or {}).get(REVISION, ""),
+                            d.spec.replicas or 0,
+                            (d.status and d.status.ready_replicas) or 0,
+                        )
+                        for d in deployments
+                    )
+                ),
             )
             if not self.samples or _key(self.samples[-1]) != _key(sample):
                 degraded = sample.degraded["status"] if sample.degraded else "-"
+                split = " ".join(f"{rev[:6]}={r}/{ready}" for rev, r, ready in sample.revisions)
                 print(
                     f"[{sample.t:6.1f}s] replicas {sample.replicas} ready {sample.ready} "
-                    f"desired {sample.desired} ScalingDegraded {degraded}: {sample.reason[:150]}"
+                    f"({split}) desired {sample.desired} ScalingDegraded {degraded}: "
+                    f"{sample.reason[:150]}"
                 )
             self.samples.append(sample)
 
@@ -213,7 +234,7 @@ class Watcher:
 
 
 def _key(s: Sample) -> tuple[Any, ...]:
-    return (s.replicas, s.ready, s.desired, s.degraded and s.degraded["status"])
+    return (s.replicas, s.ready, s.desired, s.degraded and s.degraded["status"], s.revisions)
 
 
 # ------------------------------------------------------------------------------- load
@@ -672,6 +693,69 @@ def test_scale_to_zero_and_wake_on_requests_at_the_gateway(
     ).degraded
     assert degraded is not None and "arrivalRateQuery" in degraded["message"], degraded
     assert watcher.last().replicas == 0
+
+
+def test_a_canary_and_its_stable_revision_scale_together(
+    cluster: ClusterInfo,
+    namespace: str,
+    kubectl: Any,
+    operators: OperatorFactory,
+    watcher: Watcher,
+) -> None:
+    """A canary paused at 50%: the autoscaler decides one total from both revisions' pods and
+    each revision gets its share of it (the candidate ceil(total / 2), the stable at least
+    that), up under a burst and back down after it, never one against the other."""
+    operators.start(namespace, LLMSERVICE_PROMETHEUS_URL=cluster.prometheus_url)
+    service = autoscaled(namespace, max_replicas=4)
+    service["spec"]["rollout"] = {
+        "strategy": "canary",
+        "steps": [{"setWeight": 50}, {"pause": {}}],  # paused until a person resumes it
+        "progressDeadlineSeconds": 120,
+    }
+    apply(kubectl, service)
+    watcher.start()
+    watcher.wait("one Ready replica", lambda s: s.ready == 1 and s.desired == 1, 120)
+    [stable] = [rev for rev, _, _ in watcher.last().revisions]
+    env = service["spec"]["engine"]["env"] + [{"name": "LLMSERVICE_ROLLOUT_TEST", "value": "v2"}]
+    service["spec"]["engine"]["env"] = env
+    apply(kubectl, service)
+    split = watcher.wait(
+        "the canary at 50%: a Ready replica each",
+        lambda s: len(s.revisions) == 2 and all(ready == 1 for _, _, ready in s.revisions),
+        120,
+    )
+    [candidate] = [rev for rev, _, _ in split.revisions if rev != stable]
+
+    with PodTargets.from_kubeconfig(NAME, namespace, str(cluster.kubeconfig)) as source:
+        source.wait_ready(30)
+        t_load = watcher.now()
+        # 2.5x what a replica completes: more than the two Ready replicas carry.
+        burst = OpenLoop(cluster, source, rate=2.5 * REPLICA_CAPACITY, seconds=60).start()
+        peak = watcher.wait("the total up to 3 or more", lambda s: (s.desired or 0) >= 3, 90)
+        print(f"total {peak.desired} {peak.t - t_load:.1f}s after the burst began")
+
+        def shared(s: Sample) -> bool:
+            share = math.ceil((s.desired or 0) / 2)
+            return share >= 2 and s.revision(candidate)[0] == share <= s.revision(stable)[0]
+
+        both = watcher.wait("each revision its share (2 or more)", shared, 60)
+        report = burst.join(180)
+    print(report.to_text())
+    assert report.errors == 0
+    print(f"at {both.t:.1f}s: {both.revisions}")
+    # The status (the total) and the Deployments are read one after the other: a sample may
+    # pair the Deployments of a new total with the status of the one before.
+    samples = watcher.between(t_load)
+    for before, sample in itertools.pairwise(samples):
+        shares = {math.ceil((s.desired or 1) / 2) for s in (before, sample)}
+        assert sample.revision(candidate)[0] in shares, sample
+        assert sample.revision(stable)[0] >= min(shares), sample
+    down = watcher.wait(
+        "both back to one replica",
+        lambda s: s.revision(candidate)[0] == 1 and s.revision(stable)[0] == 1,
+        WINDOW_S + 4 * PERIOD_S + 60,
+    )
+    print(f"both at one replica {down.t - t_load:.1f}s after the burst began")
 
 
 def assert_replicas_owned_by_the_autoscaler(
