@@ -13,7 +13,6 @@ at most 3 or 4 replicas.
 from __future__ import annotations
 
 import asyncio
-import itertools
 import json
 import math
 import threading
@@ -743,11 +742,12 @@ def test_a_canary_and_its_stable_revision_scale_together(
     print(report.to_text())
     assert report.errors == 0
     print(f"at {both.t:.1f}s: {both.revisions}")
-    # The status (the total) and the Deployments are read one after the other: a sample may
-    # pair the Deployments of a new total with the status of the one before.
+    # The status (the total) and the Deployments are read one after the other, and the operator
+    # scales the Deployments before it writes the status: a sample may pair the Deployments of
+    # one total with the status of the one before, and the total of a sample shows in the next.
     samples = watcher.between(t_load)
-    for before, sample in itertools.pairwise(samples):
-        shares = {math.ceil((s.desired or 1) / 2) for s in (before, sample)}
+    for before, sample, after in zip(samples, samples[1:], samples[2:], strict=False):
+        shares = {math.ceil((s.desired or 1) / 2) for s in (before, sample, after)}
         assert sample.revision(candidate)[0] in shares, sample
         assert sample.revision(stable)[0] >= min(shares), sample
     down = watcher.wait(
