@@ -753,7 +753,9 @@ def test_a_canary_and_its_stable_revision_scale_together(
     down = watcher.wait(
         "both back to one replica",
         lambda s: s.revision(candidate)[0] == 1 and s.revision(stable)[0] == 1,
-        WINDOW_S + 4 * PERIOD_S + 60,
+        # Idle once the one-minute completion rates read 0, then a whole window, then a period
+        # per replica (about 100 s here), with room for a loaded machine.
+        60 + WINDOW_S + 4 * PERIOD_S + 60,
     )
     print(f"both at one replica {down.t - t_load:.1f}s after the burst began")
 
