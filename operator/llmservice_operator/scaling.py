@@ -21,6 +21,7 @@ from .autoscale import (
     decide,
     history_from_status,
 )
+from .autoscale.history import from_rfc3339
 from .conditions import rfc3339
 
 __all__ = [
@@ -43,8 +44,8 @@ class ScalingOutcome:
 def evaluation_due(status: AutoscalingStatus | None, spec: ScalingSpec, now: datetime) -> bool:
     if status is None or status.last_evaluation_time is None:
         return True
-    last = datetime.fromisoformat(status.last_evaluation_time.replace("Z", "+00:00"))
-    return (now - last).total_seconds() >= spec.evaluation_interval_seconds
+    last = from_rfc3339(status.last_evaluation_time) or 0.0
+    return now.timestamp() - last >= spec.evaluation_interval_seconds
 
 
 def pod_is_ready(pod: dict[str, Any]) -> bool:
@@ -59,8 +60,8 @@ def ready_seconds(pod: dict[str, Any], now: datetime) -> float | None:
     """How long the pod has been Ready (its Ready condition's last transition); None unknown."""
     for c in (pod.get("status") or {}).get("conditions") or []:
         if c.get("type") == "Ready" and c.get("status") == "True" and c.get("lastTransitionTime"):
-            since = datetime.fromisoformat(str(c["lastTransitionTime"]).replace("Z", "+00:00"))
-            return max(0.0, (now - since).total_seconds())
+            since = from_rfc3339(str(c["lastTransitionTime"])) or 0.0
+            return max(0.0, now.timestamp() - since)
     return None
 
 
