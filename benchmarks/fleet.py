@@ -30,7 +30,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from llmservice_operator.autoscale import ReplicaSample
+from llmservice_operator.autoscale import Reading, ReplicaSample, counter_rate
 from llmservice_operator.sim.engine import Engine
 from llmservice_operator.sim.profile import EngineProfile
 
@@ -80,7 +80,7 @@ class _Replica:
     released: float | None = None
     scheduled: bool = False
     completed: int = 0
-    scrapes: list[tuple[float, int]] = field(default_factory=list)
+    scrapes: list[Reading] = field(default_factory=list)
 
     @property
     def outstanding(self) -> int:
@@ -153,7 +153,7 @@ def simulate_fleet(
     samples: dict[int, ReplicaSample] = {}
     scraped = False
     gateway_scraped = 0
-    arrival_scrapes: list[tuple[float, int]] = []
+    arrival_scrapes: list[Reading] = []
     arrival_rate: float | None = None
     end = duration_s
 
@@ -271,17 +271,16 @@ def simulate_fleet(
             for r in replicas:
                 if r.state != "ready":
                     continue
-                r.scrapes.append((now, r.completed))
+                r.scrapes, completion_rate = counter_rate([*r.scrapes, (now, r.completed)], now)
                 samples[r.rid] = ReplicaSample(
                     waiting=r.engine.num_waiting,
                     running=r.engine.num_running,
                     kv_cache_usage=min(1.0, r.engine.kv_usage),
-                    completion_rate=_rate(r.scrapes, now),
+                    completion_rate=completion_rate,
                     ready_seconds=now - r.ready_at,
                 )
             gateway_scraped = len(gateway)
-            arrival_scrapes.append((now, arrivals))
-            arrival_rate = _rate(arrival_scrapes, now)
+            arrival_scrapes, arrival_rate = counter_rate([*arrival_scrapes, (now, arrivals)], now)
             if _more_to_do(now, end, arrival_time, drain_limit_s):
                 push(now + scrape_interval, _SCRAPE)
         elif kind == _EVAL:
@@ -308,16 +307,6 @@ def simulate_fleet(
         result.gpu_seconds += max(0.0, min(stop, end) - start)
     result.gpu_seconds *= gpus_per_replica
     return result
-
-
-def _rate(scrapes: list[tuple[float, int]], now: float, window: float = 60.0) -> float | None:
-    """``rate(counter[1m])`` over the recorded scrapes (None with fewer than two)."""
-    while len(scrapes) > 2 and scrapes[1][0] <= now - window:
-        del scrapes[0]
-    if len(scrapes) < 2:
-        return None
-    (t0, c0), (t1, c1) = scrapes[0], scrapes[-1]
-    return (c1 - c0) / (t1 - t0) if t1 > t0 else None
 
 
 def _more_to_do(now: float, end: float, in_flight: dict[str, float], limit: float) -> bool:

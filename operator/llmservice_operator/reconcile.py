@@ -18,6 +18,7 @@ from .adapters.metrics import OperatorMetrics
 from .adapters.prometheus import PrometheusAdapter
 from .adapters.scaling_metrics import (
     ArrivalResult,
+    CompletionCounters,
     arrival_rate_from_prometheus,
     samples_from_pods,
     samples_from_prometheus,
@@ -89,6 +90,7 @@ class Reconciler:
         self._prometheus_url = prometheus_url
         self._prometheus = PrometheusAdapter(prometheus_url)
         self._metrics = metrics
+        self._completions = CompletionCounters()
 
     def reconcile(self, body: dict[str, Any], now: datetime | None = None) -> ReconcileResult:
         started = time.monotonic()
@@ -198,7 +200,9 @@ class Reconciler:
             samples, error = {}, None
         elif spec.metrics_source == "pods":
             ready = [p for p in snapshot.pods if p["metadata"]["name"] in ready_names]
-            samples, error = samples_from_pods(ready, service.spec.serving.port, version)
+            samples, error = samples_from_pods(
+                ready, service.spec.serving.port, version, self._completions, now.timestamp()
+            )
         else:
             samples, error = samples_from_prometheus(
                 self._prometheus, service.metadata.namespace, service.metadata.name, version

@@ -577,6 +577,7 @@ def test_loading_replicas_count_and_a_steady_load_does_not_flap(
     cluster: ClusterInfo,
     namespace: str,
     kubectl: Any,
+    kubectl_json: Any,
     operators: OperatorFactory,
     watcher: Watcher,
 ) -> None:
@@ -584,7 +585,8 @@ def test_loading_replicas_count_and_a_steady_load_does_not_flap(
     steady load that needs 3 replicas scales 1 -> 3, and nothing is added while two of them
     load although the queue stays over the target; then, with the load just under the
     threshold of a fourth, the count holds: no flapping. The gauges are scraped from the pods
-    directly (metricsSource: pods)."""
+    directly (metricsSource: pods), and so are the completion counters: the arrival rate the
+    status keeps for the trend is measured from them."""
     operators.start(namespace)
     apply(
         kubectl,
@@ -613,6 +615,11 @@ def test_loading_replicas_count_and_a_steady_load_does_not_flap(
             assert {s.replicas for s in loading} == {3}, [s.replicas for s in loading]
             assert any("loading cover it" in s.reason for s in loading)
             time.sleep(40)
+            service = kubectl_json("-n", namespace, "llmservices", NAME)
+            entries = service["status"]["autoscaling"]["recommendations"]
+            rates = [float(e.partition("=~")[2]) for e in entries if "=~" in e]
+            print(f"arrival rates from the pods' completion counters: {rates}")
+            assert rates and min(rates[-3:]) > 0, entries
         finally:
             load.stop()
     print(f"closed loop: {load.completed} requests completed, {load.errors} errors")

@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import requests
 from prometheus_client.parser import text_string_to_metric_families
 
-from ..autoscale import ReplicaSample
+from ..autoscale import RATE_WINDOW_SECONDS, Reading, ReplicaSample, counter_rate
 from ..vllm.metrics import metric_names
 from .prometheus import PrometheusAdapter
 
 __all__ = [
     "ArrivalResult",
+    "CompletionCounters",
     "SampleResult",
     "arrival_rate_from_prometheus",
     "samples_from_pods",
@@ -67,8 +69,43 @@ def samples_from_prometheus(
     return samples, None
 
 
-def samples_from_pods(pods: list[dict[str, Any]], port: int, vllm_version: str) -> SampleResult:
-    """Scrape each Ready pod's /metrics directly (a shorter reaction than Prometheus)."""
+class CompletionCounters:
+    """Each pod's ``vllm:request_success_total`` readings of the last minute, for its completion
+    rate when the operator scrapes the pods itself (Prometheus keeps them otherwise). In memory,
+    keyed by pod UID and shared by every service: after a restart a pod has a rate again from
+    its second scrape, one evaluation interval later."""
+
+    #: A pod not read for this long is forgotten (it is gone, or its service scales otherwise).
+    FORGET_AFTER_SECONDS = 10 * RATE_WINDOW_SECONDS
+
+    def __init__(self) -> None:
+        self._readings: dict[str, list[Reading]] = {}
+        self._lock = threading.Lock()
+
+    def rate(self, pod_uid: str, now: float, total: float) -> float | None:
+        """Record ``total`` completions read at ``now``; requests/s over about the last minute,
+        None before the pod's second reading."""
+        with self._lock:
+            readings = self._readings.get(pod_uid, [])
+            if not readings or now > readings[-1][0]:
+                readings = [*readings, (now, total)]
+            kept, rate = counter_rate(readings, now)
+            self._readings[pod_uid] = kept
+            stale = now - self.FORGET_AFTER_SECONDS
+            for uid in [u for u, r in self._readings.items() if r[-1][0] < stale]:
+                del self._readings[uid]
+            return rate
+
+
+def samples_from_pods(
+    pods: list[dict[str, Any]],
+    port: int,
+    vllm_version: str,
+    counters: CompletionCounters | None = None,
+    now: float | None = None,
+) -> SampleResult:
+    """Scrape each Ready pod's /metrics directly (a shorter reaction than Prometheus). With
+    ``counters`` (and ``now``, in seconds) the samples carry each pod's completion rate too."""
     names = metric_names(vllm_version)
     samples: dict[str, ReplicaSample] = {}
     errors: list[str] = []
@@ -90,10 +127,15 @@ def samples_from_pods(pods: list[dict[str, Any]], port: int, vllm_version: str) 
             errors.append(f"{name}: no {names.num_requests_waiting}")
             continue
         kv = gauges.get(names.kv_cache_usage)
+        completed = gauges.get(names.request_success)
+        rate = None
+        if counters is not None and now is not None and completed is not None:
+            rate = counters.rate(pod["metadata"].get("uid") or name, now, completed)
         samples[name] = ReplicaSample(
             waiting=gauges[names.num_requests_waiting],
             running=gauges.get(names.num_requests_running, 0.0),
             kv_cache_usage=None if kv is None else min(1.0, max(0.0, kv)),
+            completion_rate=rate,
         )
     if not samples and errors:
         return None, "; ".join(errors)[:500]

@@ -282,7 +282,14 @@ class ScalingSpec(ApiModel):
         ),
     )
     evaluation_interval_seconds: int = Field(default=15, ge=1, le=600)
-    metrics_source: Literal["prometheus", "pods"] = "prometheus"
+    metrics_source: Literal["prometheus", "pods"] = Field(
+        default="prometheus",
+        description=(
+            "Where operator mode reads each Ready replica's vLLM gauges and completion "
+            "counter: Prometheus, or the pods' /metrics directly (a shorter reaction; the "
+            "completion rates come from the readings of the last minute, kept in memory)."
+        ),
+    )
     scale_up: ScalingBehavior = Field(default_factory=ScalingBehavior)
     scale_down: ScalingBehavior = Field(default_factory=_scale_down_default)
     arrival_rate_query: str | None = Field(

@@ -6,6 +6,7 @@ or blue-green rollout, :func:`split_replicas` shares one total between the two r
 docs/autoscaling.md explains the rules and the benchmark against HPA and KEDA.
 """
 
+from .counters import RATE_WINDOW_SECONDS, Reading, counter_rate
 from .history import (
     ScaleHistory,
     history_from_status,
@@ -34,12 +35,15 @@ __all__ = [
     "Direction",
     "LoadEstimate",
     "PolicyConfig",
+    "RATE_WINDOW_SECONDS",
+    "Reading",
     "ReplicaSample",
     "ScaleDecision",
     "ScaleHistory",
     "ScalingInputs",
     "arrival_trend",
     "burst_headroom",
+    "counter_rate",
     "planned_replicas",
     "decide",
     "default_target_queue_depth",

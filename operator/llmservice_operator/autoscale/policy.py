@@ -94,6 +94,7 @@ from typing import Literal
 
 from ..api.spec import ScalingBehavior, ScalingSpec
 from ..api.status import AutoscalingStatus
+from .counters import RATE_WINDOW_SECONDS
 from .history import ScaleHistory, history_to_status
 
 __all__ = [
@@ -398,9 +399,6 @@ TREND_SIGNIFICANCE = 2.0
 #: ...and would raise the rate by at least this share within the start-up time (a smaller rise
 #: is the burst headroom's to absorb; one-minute rates wobble that much without a trend).
 TREND_MIN_RISE = 0.1
-#: The window of the arrival rates the trend reads (``rate(...[1m])``): rates observed closer
-#: together than this share arrivals, so their errors are correlated (see :func:`arrival_trend`).
-RATE_WINDOW_SECONDS = 60.0
 #: Weight of each new observation of a full replica's throughput (once one is known).
 LEARNING_RATE = 0.2
 #: Scale-down plans this much below the targets (scale-up at them): the hysteresis that keeps a
