@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import re
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -59,6 +60,8 @@ TARGET_QUEUE = 2
 EVALUATION_S = 2
 WINDOW_S = 30
 PERIOD_S = 10
+#: The arrival rate a scaling reason gives ("..., 8.11 req/s arriving").
+ARRIVING = re.compile(r"([\d.]+) req/s arriving")
 
 
 def autoscaled(
@@ -577,7 +580,6 @@ def test_loading_replicas_count_and_a_steady_load_does_not_flap(
     cluster: ClusterInfo,
     namespace: str,
     kubectl: Any,
-    kubectl_json: Any,
     operators: OperatorFactory,
     watcher: Watcher,
 ) -> None:
@@ -585,8 +587,8 @@ def test_loading_replicas_count_and_a_steady_load_does_not_flap(
     steady load that needs 3 replicas scales 1 -> 3, and nothing is added while two of them
     load although the queue stays over the target; then, with the load just under the
     threshold of a fourth, the count holds: no flapping. The gauges are scraped from the pods
-    directly (metricsSource: pods), and so are the completion counters: the arrival rate the
-    status keeps for the trend is measured from them."""
+    directly (metricsSource: pods), and so are the completion counters: once every Ready
+    replica has a rate, the arrival rate is measured from them."""
     operators.start(namespace)
     apply(
         kubectl,
@@ -615,17 +617,16 @@ def test_loading_replicas_count_and_a_steady_load_does_not_flap(
             assert {s.replicas for s in loading} == {3}, [s.replicas for s in loading]
             assert any("loading cover it" in s.reason for s in loading)
             time.sleep(40)
-            service = kubectl_json("-n", namespace, "llmservices", NAME)
-            entries = service["status"]["autoscaling"]["recommendations"]
-            rates = [float(e.partition("=~")[2]) for e in entries if "=~" in e]
-            print(f"arrival rates from the pods' completion counters: {rates}")
-            assert rates and min(rates[-3:]) > 0, entries
+            loaded = watcher.between(ready.t, watcher.now())
         finally:
             load.stop()
     print(f"closed loop: {load.completed} requests completed, {load.errors} errors")
     steady = watcher.between(ready.t)
     lower = sum(1 for s in steady if "would carry it" in s.reason)
     print(f"steady: {lower} of {len(steady)} samples show a lower recommendation held back")
+    arriving = [float(m) for s in loaded for m in ARRIVING.findall(s.reason)]
+    print(f"arrival rates from the pods' completion counters: {sorted(set(arriving))}")
+    assert len(arriving) >= 10 and min(arriving[-10:]) > 0, [s.reason for s in loaded[-3:]]
     timeline = watcher.replicas_seen(first.t)
     print(f"replicas over time: {timeline}")
     assert timeline in ([1, 3], [1, 2, 3]), timeline

@@ -12,9 +12,6 @@ The history holds two kinds of entries, both needed to survive an operator resta
   the rate limits ("at most N replicas per period").
 * the **throughput** ``(time, requests/s)`` the policy learned a full replica completes (see
   ``policy``).
-* recent **arrival rates** ``(time, requests/s)``, one every :data:`RATE_SPACING_SECONDS` at
-  most, over the last ``rate_horizon`` seconds: what the policy reads a rising load's trend
-  from.
 * since when the replicas have queued beyond the target without a break (**saturated
   since**): a one-minute completion rate is a full replica's throughput only once the whole
   minute was spent full.
@@ -22,10 +19,11 @@ The history holds two kinds of entries, both needed to survive an operator resta
 In ``status.autoscaling.recommendations`` all are strings ``"<epoch>=<value>"``: a
 recommendation is a plain count (``"1718000000=4"``), an event carries a sign
 (``"1718000000=+3"``, ``"...=-1"``), the learned throughput an at sign
-(``"1718000000=@4.07"``), an observed arrival rate a tilde (``"1718000000=~12.5"``), the
-start of the current saturation an exclamation mark (``"1718000000=!"``).
-So one list keeps the whole history and ``history_from_status(history_to_status(...))`` is the
-identity (times to the millisecond).
+(``"1718000000=@4.07"``), the start of the current saturation an exclamation mark
+(``"1718000000=!"``). So one list keeps the whole history and
+``history_from_status(history_to_status(...))`` is the identity (times to the millisecond).
+Arrival rates (``"1718000000=~12.5"``), which earlier versions kept for a trend the policy no
+longer projects, are read and ignored.
 """
 
 from __future__ import annotations
@@ -39,7 +37,6 @@ from ..api.status import AutoscalingStatus
 
 __all__ = [
     "MAX_STATUS_ENTRIES",
-    "RATE_SPACING_SECONDS",
     "ScaleHistory",
     "format_epoch",
     "from_rfc3339",
@@ -52,9 +49,6 @@ __all__ = [
 
 #: ``AutoscalingStatus.recommendations`` holds at most this many strings (the CRD says so).
 MAX_STATUS_ENTRIES = 120
-#: Arrival rates are kept at most one per this many seconds (a 2 s evaluation interval does not
-#: fill the status with them; a trend over minutes needs no more).
-RATE_SPACING_SECONDS = 15.0
 
 
 @dataclass(frozen=True)
@@ -68,8 +62,6 @@ class ScaleHistory:
     last_scale_down_time: float | None = None
     throughput: tuple[float, float] | None = None
     """(time learned, requests/s one full replica completes), or None before it was seen."""
-    rates: tuple[tuple[float, float], ...] = ()
-    """(time, requests/s arriving) as observed by recent evaluations, oldest first."""
     saturated_since: float | None = None
     """When the replicas began queueing beyond the target, while they still do; else None."""
 
@@ -84,9 +76,6 @@ class ScaleHistory:
             t, value = self.throughput
             if not (math.isfinite(t) and math.isfinite(value) and value > 0):
                 raise ValueError(f"bad learned throughput {self.throughput}")
-        for t, rate in self.rates:
-            if not (math.isfinite(t) and math.isfinite(rate) and rate >= 0):
-                raise ValueError(f"bad arrival rate ({t}, {rate})")
         if self.saturated_since is not None and not math.isfinite(self.saturated_since):
             raise ValueError(f"bad saturation start {self.saturated_since}")
 
@@ -110,8 +99,6 @@ class ScaleHistory:
         down_window: float,
         event_horizon: float,
         throughput: tuple[float, float] | None = None,
-        arrival_rate: float | None = None,
-        rate_horizon: float = 0.0,
         saturated: bool | None = None,
     ) -> ScaleHistory:
         """This history with one evaluation added and what no window can see any more dropped.
@@ -119,8 +106,6 @@ class ScaleHistory:
         ``recommendation`` None records none (an evaluation without data recommends nothing).
         ``change`` is the applied change of the desired count (0 for none).
         ``throughput`` replaces the learned one when given.
-        ``arrival_rate`` (when measured) joins the rates unless one was kept less than
-        :data:`RATE_SPACING_SECONDS` ago; rates older than ``rate_horizon`` go.
         ``saturated`` True starts the saturation now unless it runs already, False ends it,
         None (nothing measured) leaves it as it is.
         """
@@ -130,15 +115,11 @@ class ScaleHistory:
         events = [(t, c) for t, c in self.events if t > now - event_horizon]
         if change:
             events.append((now, change))
-        rates = [(t, r) for t, r in self.rates if now - rate_horizon < t <= now]
-        if arrival_rate is not None and (not rates or now - rates[-1][0] >= RATE_SPACING_SECONDS):
-            rates.append((now, arrival_rate))
         history = replace(
             self,
             recommendations=_compact(recs, now, up_window, down_window),
             events=tuple(events),
             throughput=throughput or self.throughput,
-            rates=tuple(rates),
             saturated_since=(
                 self.saturated_since
                 if saturated is None
@@ -191,17 +172,15 @@ def format_epoch(t: float) -> str:
 
 
 def history_to_strings(history: ScaleHistory) -> list[str]:
-    """``"<epoch>=<replicas>"`` per recommendation, ``"<epoch>=<+/-change>"`` per event,
-    ``"<epoch>=~<requests/s>"`` per arrival rate, then ``"<epoch>=!"`` for a saturation that
-    runs and ``"<epoch>=@<requests/s>"`` learned.
+    """``"<epoch>=<replicas>"`` per recommendation, ``"<epoch>=<+/-change>"`` per event, then
+    ``"<epoch>=!"`` for a saturation that runs and ``"<epoch>=@<requests/s>"`` learned.
 
-    Sorted by time (recommendations, events, rates at equal times); the oldest entries go
+    Sorted by time (recommendations before events at equal times); the oldest entries go
     first when more than :data:`MAX_STATUS_ENTRIES` would be written.
     """
     entries: list[tuple[float, int, str]] = []
     entries += [(t, 0, f"{format_epoch(t)}={r}") for t, r in history.recommendations]
     entries += [(t, 1, f"{format_epoch(t)}={c:+d}") for t, c in history.events]
-    entries += [(t, 2, f"{format_epoch(t)}=~{format_epoch(r)}") for t, r in history.rates]
     entries.sort(key=lambda e: (e[0], e[1]))
     texts = [text for _, _, text in entries]
     learned = []
@@ -225,7 +204,6 @@ def history_from_strings(
     """The inverse of :func:`history_to_strings`; raises ValueError on a malformed entry."""
     recs: list[tuple[float, int]] = []
     events: list[tuple[float, int]] = []
-    rates: list[tuple[float, float]] = []
     throughput: tuple[float, float] | None = None
     saturated_since: float | None = None
     for entry in entries:
@@ -244,11 +222,10 @@ def history_from_strings(
                     throughput = (t, number)
             elif value == "!":
                 saturated_since = t
-            elif value.startswith("~"):
+            elif value.startswith("~"):  # an arrival rate an earlier version kept: unused
                 rate = float(value[1:])
                 if not (rate >= 0 and math.isfinite(rate)):
                     raise ValueError("an arrival rate must be a finite number >= 0")
-                rates.append((t, rate))
             elif value.startswith(("+", "-")):
                 change = int(value)
                 if change == 0:
@@ -270,7 +247,6 @@ def history_from_strings(
         last_scale_up_time=last_scale_up_time,
         last_scale_down_time=last_scale_down_time,
         throughput=throughput,
-        rates=tuple(sorted(rates)),
         saturated_since=saturated_since,
     )
 

@@ -25,13 +25,11 @@ With ``D`` every sequence in the system (``sum(running + waiting)`` over the rea
 plus requests held upstream), ``W`` the requests waiting, ``F`` the sequences a replica holds
 (``max_num_seqs``, or fewer when its KV cache fills first: ``running / kv_usage``):
 
-* ``R = (lambda' + W / 120 s) / mu``: the load in full replicas, to carry the arrivals and
-  clear today's queue within two minutes, once ``mu`` is known. ``lambda'`` is the arrival
-  rate projected one replica start-up ahead (``startup_seconds``, 120 s) along its **trend**:
-  the least-squares slope of the rates of the last two minutes (kept in the history), when
-  it is significant (2 standard errors, counted for one-minute rates that overlap: those
-  observed 15 s apart share most of their arrivals) and worth at least a 10% rise in that
-  time; else ``lambda'`` is ``lambda``;
+* ``R = (lambda + W / 120 s) / mu``: the load in full replicas, to carry the arrivals and
+  clear today's queue within two minutes, once ``mu`` is known. The rate is the one measured
+  now, not projected along a trend: a one-minute rate's slope is mostly noise and flash-crowd
+  ramps that stop at their top, and ordering on it cancelled replicas still loading (the
+  benchmark measured 3% more GPU-hours for the same SLO attainment, docs/autoscaling.md);
 * ``n_rate = ceil(max(R / target_utilization, R + H(R)))``: 80% of a full replica's
   throughput (queueing delay grows as ``u / (1 - u)``), or the load plus the **burst
   headroom** ``H(R) = min(2 R, burst_headroom x sqrt(R)) + min(1, R)`` (``burst_headroom`` 2)
@@ -63,7 +61,7 @@ Rules
   two thresholds changes nothing: one replica plus 15% of hysteresis. A scale-down also waits
   for the stabilization window: the desired count never drops below the highest *base*
   recommendation of the last ``scale_down.stabilization_window_seconds`` (the Kubernetes HPA
-  rule, over what the load needed at the utilization target, without headroom or trend: a
+  rule, over what the load needed at the utilization target, without the headroom: a
   peak holds the replicas it needed for a whole window, the headroom follows the load of now;
   an empty window starts now, so a restart never scales down on one sample), and at most
   ``scale_down.max_replicas_per_period`` go per period. Never while the queue is over the
@@ -106,7 +104,6 @@ __all__ = [
     "ScalingInputs",
     "decide",
     "default_target_queue_depth",
-    "arrival_trend",
     "burst_headroom",
     "estimate_load",
     "planned_replicas",
@@ -145,10 +142,6 @@ DEFAULT_BURST_HEADROOM = 2.0
 #: The burst headroom is never more than this many times the load itself (a load of a fifth of
 #: a replica is not given two).
 BURST_HEADROOM_MAX_SHARE = 2.0
-#: How long a new replica takes to serve, by default (GPU node, image, weights): the horizon a
-#: rising arrival rate is projected over.
-DEFAULT_STARTUP_SECONDS = 120.0
-
 
 #: One spare replica on top of the burst headroom (N+1: a replica lost to a node failure, an
 #: eviction or a restart leaves the others carrying the load, bursts aside), never more than
@@ -201,8 +194,6 @@ class PolicyConfig:
     """Spare throughput for bursts while new replicas start, in replicas per square root of
     the replicas the load needs (:func:`burst_headroom`); 0 plans at ``target_utilization``
     alone (what an explicit ``spec.scaling.targetUtilization`` does)."""
-    startup_seconds: float = DEFAULT_STARTUP_SECONDS
-    """How long a new replica takes to serve: a rising arrival rate is projected this far."""
 
     def __post_init__(self) -> None:
         if not 0 <= self.min_replicas <= self.max_replicas:
@@ -222,8 +213,6 @@ class PolicyConfig:
             )
         if not (self.burst_headroom >= 0 and math.isfinite(self.burst_headroom)):
             raise ValueError(f"burst_headroom must be >= 0, got {self.burst_headroom}")
-        if not (self.startup_seconds >= 0 and math.isfinite(self.startup_seconds)):
-            raise ValueError(f"startup_seconds must be >= 0, got {self.startup_seconds}")
 
     @classmethod
     def from_spec(cls, spec: ScalingSpec, max_num_seqs: int) -> PolicyConfig:
@@ -324,7 +313,7 @@ class LoadEstimate:
     n_conc: int
     n_kv: int
     n_rate: int | None
-    """Replicas the (projected) arrival rate needs, burst headroom included."""
+    """Replicas the arrival rate needs, burst headroom included."""
     n_fit: int
     n_down: int
     """n_fit planned DOWN_TOLERANCE below the ceiling: how far a scale-down may go."""
@@ -340,13 +329,9 @@ class LoadEstimate:
     capacity_known: bool
     """A full replica's throughput is known (or completions are not measured at all, so the
     slot and KV model is all there is): without it a scale-down has nothing to simulate."""
-    trend: float = 0.0
-    """How fast the arrival rate rises (requests/s per second; 0 unless significant)."""
-    planned_rate: float | None = None
-    """The arrival rate planned for: ``lambda + trend x startup_seconds``."""
     n_base: int = 0
-    """n_fit for the rate measured now at the utilization target: no burst headroom, no trend
-    (what the scale-down stabilization window remembers)."""
+    """n_fit at the utilization target, without the burst headroom (what the scale-down
+    stabilization window remembers)."""
     n_base_down: int = 0
     """n_down likewise."""
 
@@ -390,15 +375,6 @@ def _ceil(x: float) -> int:
 
 #: A queue is work too: the replicas planned also clear it within this long.
 DRAIN_SECONDS = 120.0
-#: A trend is read from the arrival rates of this many seconds (the history keeps them)...
-TREND_WINDOW_SECONDS = 120.0
-#: ...once they span at least this long (not from the first scrapes after a start)...
-TREND_MIN_SPAN_SECONDS = 90.0
-#: ...and counts when the least-squares slope is this many standard errors above zero.
-TREND_SIGNIFICANCE = 2.0
-#: ...and would raise the rate by at least this share within the start-up time (a smaller rise
-#: is the burst headroom's to absorb; one-minute rates wobble that much without a trend).
-TREND_MIN_RISE = 0.1
 #: Weight of each new observation of a full replica's throughput (once one is known).
 LEARNING_RATE = 0.2
 #: Scale-down plans this much below the targets (scale-up at them): the hysteresis that keeps a
@@ -414,15 +390,13 @@ def estimate_load(
     gateway_waiting: int = 0,
     arrival_rate: float | None = None,
     learned_throughput: float | None = None,
-    rates: Sequence[tuple[float, float]] = (),
     now: float | None = None,
     saturated_since: float | None = None,
 ) -> LoadEstimate:
     """The load model over ``samples`` (extrapolated to ``ready`` replicas when some lack one).
 
-    ``rates`` are earlier ``(time, arrival rate)`` observations (the history's), for the trend
-    at ``now``; ``saturated_since`` when the replicas began queueing beyond the target (the
-    history's), for learning ``mu``."""
+    ``saturated_since`` is when the replicas began queueing beyond the target (the history's):
+    at ``now`` a minute later their completion rates teach ``mu``."""
     ceiling = config.kv_cache_usage_ceiling
     target = config.target_queue_depth
     queueing = [s for s in samples if s.waiting > target and s.completion_rate]
@@ -476,11 +450,6 @@ def estimate_load(
     queue_over = ready > 0 and waiting * scale / ready > target
 
     utilization = config.target_utilization
-    trend = 0.0
-    planned = arrival_rate
-    if arrival_rate is not None and now is not None:
-        trend = arrival_trend(rates, now, arrival_rate, config.startup_seconds)
-        planned = arrival_rate + trend * config.startup_seconds
 
     def for_rate(rate: float, mu: float, slack: float, headroom: bool) -> int:
         """Replicas for ``rate`` (and the queue) at ``slack`` x the utilization target, plus
@@ -492,18 +461,18 @@ def estimate_load(
 
     def fewest(slack: float, headroom: bool) -> int:
         """Replicas to stay ``slack`` (1 = none) under the ceiling and the utilization target,
-        with the burst headroom and the trend or without."""
+        with the burst headroom or without."""
         level = ceiling * slack
         n = max(_ceil(load / (level * full_mean)), _ceil(kv_total / level))
-        if arrival_rate is not None and planned is not None and throughput:
-            n = max(n, for_rate(planned if headroom else arrival_rate, throughput, slack, headroom))
+        if arrival_rate is not None and throughput:
+            n = max(n, for_rate(arrival_rate, throughput, slack, headroom))
         if queue_over:  # the ready replicas are full: at least one more, whatever the model says
             n = max(n, ready + 1)
         return n
 
     n_rate = None
-    if planned is not None and throughput:
-        n_rate = for_rate(planned, throughput, 1.0, True)
+    if arrival_rate is not None and throughput:
+        n_rate = for_rate(arrival_rate, throughput, 1.0, True)
     n_fit = fewest(1.0, True)
     n_base = fewest(1.0, False)
     down = 1 - DOWN_TOLERANCE
@@ -524,50 +493,9 @@ def estimate_load(
         queueing=bool(queueing),
         queue_over=queue_over,
         capacity_known=capacity_known,
-        trend=trend,
-        planned_rate=planned,
         n_base=n_base,
         n_base_down=n_base if queue_over else max(n_base, fewest(down, False)),
     )
-
-
-def arrival_trend(
-    rates: Sequence[tuple[float, float]],
-    now: float,
-    rate: float,
-    horizon: float = DEFAULT_STARTUP_SECONDS,
-) -> float:
-    """How fast the arrival rate rises, requests/s per second: the least-squares slope of the
-    ``(time, rate)`` observations of the last :data:`TREND_WINDOW_SECONDS` and ``rate`` now.
-
-    0 unless the observations span :data:`TREND_MIN_SPAN_SECONDS`, the slope is
-    :data:`TREND_SIGNIFICANCE` standard errors above zero (the least-squares error times
-    ``sqrt(RATE_WINDOW_SECONDS / spacing)``: rates observed closer together than their window
-    share arrivals, so there are fewer independent ones than observations) and it would raise
-    ``rate`` by :data:`TREND_MIN_RISE` within ``horizon`` seconds: a falling, flat, noisy or
-    barely rising rate has no trend to plan for.
-    """
-    points = [(t, r) for t, r in rates if now - TREND_WINDOW_SECONDS < t < now]
-    points.append((now, rate))
-    if len(points) < 3 or now - points[0][0] < TREND_MIN_SPAN_SECONDS:
-        return 0.0
-    mean_t = sum(t for t, _ in points) / len(points)
-    mean_r = sum(r for _, r in points) / len(points)
-    spread = sum((t - mean_t) ** 2 for t, _ in points)
-    slope = sum((t - mean_t) * (r - mean_r) for t, r in points) / spread
-    if slope <= 0:
-        return 0.0
-    residual = sum((r - mean_r - slope * (t - mean_t)) ** 2 for t, r in points)
-    error = math.sqrt(residual / (len(points) - 2) / spread)
-    # One-minute rates observed every ~15 s share most of their arrivals: their errors are
-    # correlated, and the least-squares error (which assumes independent ones) understates the
-    # slope's by about the square root of the rates per window. A wobble of the drift would
-    # read as a significant trend, order a replica and cancel it, still loading, a minute later.
-    spacing = (now - points[0][0]) / (len(points) - 1)
-    error *= math.sqrt(max(1.0, RATE_WINDOW_SECONDS / spacing))
-    if slope <= TREND_SIGNIFICANCE * error or slope * horizon < TREND_MIN_RISE * rate:
-        return 0.0
-    return slope
 
 
 def decide(config: PolicyConfig, inputs: ScalingInputs) -> ScaleDecision:
@@ -585,7 +513,6 @@ def decide(config: PolicyConfig, inputs: ScalingInputs) -> ScaleDecision:
         degraded: bool,
         load: LoadEstimate | None,
         recorded: int | None = None,
-        observed_rate: float | None = None,
     ) -> ScaleDecision:
         clamped = min(max(desired, lo), hi)
         if clamped != desired:
@@ -600,8 +527,6 @@ def decide(config: PolicyConfig, inputs: ScalingInputs) -> ScaleDecision:
             down_window=down.stabilization_window_seconds,
             event_horizon=max(up.period_seconds, down.period_seconds),
             throughput=_relearned(inputs.history.throughput, load, now),
-            arrival_rate=observed_rate,
-            rate_horizon=TREND_WINDOW_SECONDS,
             saturated=None if load is None else load.queueing,
         )
         direction: Direction = "up" if change > 0 else "down" if change < 0 else "hold"
@@ -629,7 +554,6 @@ def decide(config: PolicyConfig, inputs: ScalingInputs) -> ScaleDecision:
         inputs.gateway_waiting,
         inputs.arrival_rate,
         history.throughput[1] if history.throughput else None,
-        history.rates,
         now,
         history.saturated_since,
     )
@@ -657,7 +581,7 @@ def decide(config: PolicyConfig, inputs: ScalingInputs) -> ScaleDecision:
         return rec
 
     rec = recommend(load.n_fit, load.n_down)
-    # The same without the burst headroom and the trend: what the load measured now needs.
+    # The same without the burst headroom: what the load measured now needs.
     base = min(rec, recommend(load.n_base, load.n_base_down))
 
     # -- stabilization (HPA semantics) ---------------------------------------------------------
@@ -666,7 +590,7 @@ def decide(config: PolicyConfig, inputs: ScalingInputs) -> ScaleDecision:
     # starts now: this evaluation counts as recommending at least the current count, so the
     # first scale-down comes one full window later, never from a single sample.
     # The window remembers the base recommendations (the load at the utilization target); the
-    # burst headroom and the trend follow the load measured now, with the 15% hysteresis: a
+    # burst headroom follows the load measured now, with the 15% hysteresis: a
     # peak holds the replicas it needed for a whole window, not its headroom as well.
     recent_down = inputs.history.recommendations_since(now - down.stabilization_window_seconds)
     recorded = base
@@ -698,8 +622,7 @@ def decide(config: PolicyConfig, inputs: ScalingInputs) -> ScaleDecision:
             desired, limited = limit, True
 
     reason = _reason(config, inputs, load, rec, target, desired, limited, partial)
-    observed = None if partial or not present else load.arrival_rate
-    return finish(desired, rec, reason, partial, load, recorded, observed)
+    return finish(desired, rec, reason, partial, load, recorded)
 
 
 def _reason(
@@ -722,22 +645,15 @@ def _reason(
         f"{load.waiting:g} waiting over {ready} ready {replicas} ({per_ready:.1f} each, "
         f"target {config.target_queue_depth:g}), KV {kv_mean:.0%} (ceiling {ceiling:.0%})"
     )
-    if load.arrival_rate is not None and load.throughput:
-        situation += (
-            f", {load.arrival_rate:.3g} req/s arriving for replicas that complete "
-            f"{load.throughput:.3g} req/s when full"
-        )
-        if load.trend > 0 and load.planned_rate is not None:
-            situation += (
-                f", rising {60 * load.trend:.2g} req/s per minute (planning for "
-                f"{load.planned_rate:.3g} req/s, {config.startup_seconds:g}s ahead)"
-            )
+    if load.arrival_rate is not None:
+        situation += f", {load.arrival_rate:.3g} req/s arriving"
+        if load.throughput:
+            situation += f" for replicas that complete {load.throughput:.3g} req/s when full"
     fit = f"{load.n_fit} replica{'' if load.n_fit == 1 else 's'} carry it within the targets"
     if load.n_fit > load.n_base:
-        spare = "burst headroom and trend" if load.trend > 0 else "burst headroom"
         fit += (
             f" ({load.n_base} at {config.target_utilization:.0%} utilization, "
-            f"{load.n_fit - load.n_base} more for {spare})"
+            f"{load.n_fit - load.n_base} more for burst headroom)"
         )
     fit_down = (
         f"{load.n_down} replica{'' if load.n_down == 1 else 's'} would carry it with "

@@ -73,39 +73,16 @@ def test_malformed_entries_are_refused(entry: str) -> None:
         history_from_strings([entry])
 
 
-def test_arrival_rates_are_strings_with_a_tilde() -> None:
-    history = ScaleHistory(
-        recommendations=((1718000000.0, 4),),
-        rates=((1717999985.0, 11.75), (1718000000.0, 12.5)),
-        throughput=(1717999000.0, 4.07),
+def test_arrival_rates_an_earlier_version_kept_are_read_and_dropped() -> None:
+    """Earlier versions kept ``=~`` arrival rates for a trend; a status holding them still
+    loads (an upgraded operator resumes its windows) and the next write leaves them out."""
+    history = history_from_strings(
+        ["1717999985=~11.75", "1718000000=4", "1718000000=~12.5", "1717999000=@4.07"]
     )
-    texts = history_to_strings(history)
-    assert texts == [
-        "1717999985=~11.75",
-        "1718000000=4",
-        "1718000000=~12.5",
-        "1717999000=@4.07",
-    ]
-    assert history_from_strings(texts) == history
-
-
-def test_rates_are_thinned_to_one_per_15_s_and_kept_for_the_horizon() -> None:
-    """A 2 s evaluation interval does not fill the status: a rate joins when the last kept one
-    is at least 15 s old; rates older than the horizon go."""
-    history = ScaleHistory()
-    for t in range(0, 200, 2):
-        history = history.record(
-            float(t),
-            1,
-            0,
-            up_window=0,
-            down_window=300,
-            event_horizon=60,
-            arrival_rate=float(t),
-            rate_horizon=120,
-        )
-    assert [t for t, _ in history.rates] == [80.0, 96.0, 112.0, 128.0, 144.0, 160.0, 176.0, 192.0]
-    assert all(t == r for t, r in history.rates)
+    assert history == ScaleHistory(
+        recommendations=((1718000000.0, 4),), throughput=(1717999000.0, 4.07)
+    )
+    assert history_to_strings(history) == ["1718000000=4", "1717999000=@4.07"]
 
 
 def test_compaction_keeps_what_a_window_can_still_need() -> None:

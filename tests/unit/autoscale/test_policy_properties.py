@@ -35,7 +35,6 @@ def configs(draw: st.DrawFn) -> PolicyConfig:
         kv_cache_usage_ceiling=draw(st.sampled_from([0.5, 0.8, 0.9, 1.0])),
         target_utilization=draw(st.sampled_from([0.5, 0.8, 1.0])),
         burst_headroom=draw(st.sampled_from([0.0, 2.0, 3.0])),
-        startup_seconds=draw(st.sampled_from([0.0, 120.0])),
         scale_up=ScalingBehavior(
             stabilization_window_seconds=draw(st.sampled_from([0, 30])),
             max_replicas_per_period=draw(st.integers(1, 8)),
@@ -65,12 +64,10 @@ def histories(draw: st.DrawFn, now: float = 10_000.0) -> ScaleHistory:
         st.lists(st.tuples(st.integers(0, 120), st.integers(-5, 5).filter(bool)), max_size=6)
     )
     mu = draw(st.one_of(st.none(), st.floats(0.1, 20.0)))
-    rates = draw(st.lists(st.tuples(st.integers(1, 150), st.floats(0.0, 100.0)), max_size=10))
     return ScaleHistory(
         recommendations=tuple(sorted((now - age, r) for age, r in recs)),
         events=tuple(sorted((now - age, c) for age, c in events)),
         throughput=None if mu is None else (now - 1000.0, mu),
-        rates=tuple(sorted((now - age, r) for age, r in rates)),
     )
 
 
@@ -214,8 +211,7 @@ def test_no_flapping_on_a_steady_load_near_a_threshold(
 ) -> None:
     """Put the rate right at a scaling threshold (k replicas at 80% of their throughput, or
     the load plus the burst headroom and the spare when there is one; +-3% noise), starting from those k: the count may
-    settle (ratchet up to the noise's peak), then never reverses. The noise is independent
-    from one evaluation to the next, so it shows no significant trend."""
+    settle (ratchet up to the noise's peak), then never reverses."""
     config = PolicyConfig(
         min_replicas=1,
         max_replicas=100,

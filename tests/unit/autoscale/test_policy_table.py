@@ -7,8 +7,7 @@ burst headroom (``CONFIG``: what an explicit ``targetUtilization: 0.8`` configur
 and a scale-down plans 15% under the targets (0.8 x 0.85 = 0.68 of the throughput, 0.9 x
 0.85 = 0.765 of slots and KV). ``DEFAULT`` is the policy's default (``targetUtilization``
 unset): for a load of ``R`` full replicas the larger of ``R / 0.8`` and ``R`` plus the burst
-headroom ``min(2 R, 2 sqrt(R))`` plus a spare replica ``min(1, R)`` (N+1), and the trend of
-the arrival rate projected 120 s ahead.
+headroom ``min(2 R, 2 sqrt(R))`` plus a spare replica ``min(1, R)`` (N+1).
 """
 
 from __future__ import annotations
@@ -23,7 +22,6 @@ from llmservice_operator.autoscale import (
     ReplicaSample,
     ScaleHistory,
     ScalingInputs,
-    arrival_trend,
     burst_headroom,
     decide,
     default_target_queue_depth,
@@ -60,11 +58,6 @@ def inputs(
 
 def learned(mu: float, at: float = 0.0) -> ScaleHistory:
     return ScaleHistory(throughput=(at, mu))
-
-
-#: Arrival rates observed every 15 s over the last 105 s, rising 0.25 req/s each time (1 req/s
-#: per minute): 2.0 at 895 s ... 3.5 at 985 s; 3.75 arrives at 1000 s.
-RISING = tuple((895.0 + 15 * i, 2.0 + 0.25 * i) for i in range(7))
 
 
 @dataclass(frozen=True)
@@ -287,7 +280,7 @@ ROWS = [
         0,
         config=replace(CONFIG, min_replicas=0),
     ),
-    # -- the default: burst headroom, trend, and the window that remembers the base --------
+    # -- the default: burst headroom, and the window that remembers the base ----------------
     Row(
         "burst headroom: 2 sqrt(R) spare replicas and one more (N+1) on top of the load",
         "R = 10 / 4 = 2.5 full replicas of load; at 80%: 2.5 / 0.8 = 3.125 (4 alone); headroom "
@@ -326,20 +319,20 @@ ROWS = [
         "burst headroom)",
     ),
     Row(
-        "a rising arrival rate is planned for a start-up time ahead",
-        "least-squares slope of RISING and 3.75 now: 1 req/s per minute, significant, a rise of "
-        "2 in 120 s (>= 10% of 3.75); planned 3.75 + 2 = 5.75; R = 1.44: 1.44 + 2 x sqrt(1.44) "
-        "+ 1 = 4.84 -> 5 (without the trend: R = 0.94: 0.94 + 1.88 + 0.94 = 3.75 -> 4)",
+        "the rate measured now is planned for, however it rose to it",
+        "3.75 req/s (after a minute of 1 req/s more each minute): R = 3.75 / 4 = 0.94; 0.94 + "
+        "min(1.88, 2 x sqrt(0.94)) + min(1, 0.94) = 0.94 + 1.88 + 0.94 = 3.75 -> 4: the burst "
+        "headroom, not a projection, covers what comes next",
         inputs(
             3,
             S(waiting=0, running=10, kv_cache_usage=0.1),
             arrival_rate=3.75,
-            history=ScaleHistory(throughput=(0.0, 4.0), rates=RISING),
+            history=learned(4.0),
         ),
-        5,
+        4,
         config=DEFAULT,
-        reason_has="rising 1 req/s per minute (planning for 5.75 req/s, 120s ahead); 5 replicas "
-        "carry it within the targets (2 at 80% utilization, 3 more for burst headroom and trend)",
+        reason_has="3.75 req/s arriving for replicas that complete 4 req/s when full; 4 replicas "
+        "carry it within the targets (2 at 80% utilization, 2 more for burst headroom)",
     ),
     Row(
         "after a peak the headroom follows the load; the window keeps the peak's base",
@@ -597,57 +590,6 @@ def test_planned_replicas_is_the_larger_of_the_target_and_load_plus_headroom(
     load of about 4 up, more below); large fleets stay at the target."""
     assert planned_replicas(DEFAULT, load, slack) == pytest.approx(planned)
     assert planned_replicas(CONFIG, load, slack) == pytest.approx(without_headroom)
-
-
-def test_trend_is_the_least_squares_slope_of_a_steady_rise() -> None:
-    assert arrival_trend(RISING, 1000.0, 3.75) == pytest.approx(1 / 60)
-
-
-@pytest.mark.parametrize(
-    ("rates", "now_rate", "why"),
-    [
-        (RISING[-2:], 3.75, "two rates 15 s apart are not two minutes of evidence"),
-        (tuple((t, 5.0 - r) for t, r in RISING), 1.0, "a falling rate"),
-        (
-            tuple((895.0 + 15 * i, 3.0 + (i % 2)) for i in range(7)),
-            3.5,
-            "alternating 3, 4, 3, 4...: a wobble, not a trend",
-        ),
-        (
-            tuple((895.0 + 15 * i, 10.0 + 0.01 * i) for i in range(7)),
-            10.07,
-            "0.08 req/s more in 120 s: under 10% of the rate",
-        ),
-        (tuple((t - 600.0, r) for t, r in RISING), 3.75, "rates older than two minutes"),
-        (
-            tuple(
-                (895.0 + 15 * i, r) for i, r in enumerate((10, 11, 10.4, 11.4, 10.8, 11.8, 11.2))
-            ),
-            12.0,
-            "a rise of 15% that wobbles: 3.3 least-squares errors, but one-minute rates 15 s "
-            "apart share three quarters of their arrivals: 1.65 errors once that is counted",
-        ),
-    ],
-)
-def test_no_trend(rates: tuple[tuple[float, float], ...], now_rate: float, why: str) -> None:
-    assert arrival_trend(rates, 1000.0, now_rate) == 0.0, why
-
-
-def test_each_evaluation_keeps_the_arrival_rate_for_the_trend() -> None:
-    """The measured rate joins the history (at most one per 15 s, two minutes of them); not
-    from an evaluation that misses some replicas' samples."""
-    decision = decide(DEFAULT, inputs(3, S(0, 10, 0.1), arrival_rate=3.75, history=learned(4.0)))
-    assert decision.history.rates == ((1000.0, 3.75),)
-    again = decide(
-        DEFAULT,
-        inputs(3, S(0, 10, 0.1), arrival_rate=4.0, now=1010.0, history=decision.history),
-    )
-    assert again.history.rates == ((1000.0, 3.75),)
-    partial = replace(
-        inputs(3, S(0, 10, 0.1), arrival_rate=4.0, history=learned(4.0)),
-        samples=[S(0, 10, 0.1)],
-    )
-    assert decide(DEFAULT, partial).history.rates == ()
 
 
 def test_the_window_records_the_base_recommendation() -> None:
