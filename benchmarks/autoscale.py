@@ -7,8 +7,9 @@
 A trace-driven discrete-event simulation (``benchmarks.fleet``) of replicas that each run the
 simulator's engine model, sized by the operator's sizing package for Llama-3.1-70B-Instruct
 in FP8 on 2x H100-80GB (TP=2, its default ``max_num_seqs``), with a 90-180 s start-up (GPU
-node, image, weights) before a new replica serves. Every scaler sees the same Prometheus
-scrapes (15 s) of the same fleet and the same sequence of start-up delays. Two traces
+node, image, weights) before a new replica serves, behind a least-request gateway (Envoy's
+default power of two choices; ``--router least`` scans every replica). Every scaler sees the
+same Prometheus scrapes (15 s) of the same fleet and the same sequence of start-up delays. Two traces
 (``benchmarks.traces``): a compressed day with flash-crowd bursts (conversation mix) and the
 Azure LLM inference 2023 coding shape. All scalers get bounds 1 (KEDA: 0, its default) to
 1.25x the static fleet + 1; the static fleet holds the trace's peak minute at 90% of a
@@ -52,7 +53,7 @@ from llmservice_operator.autoscale import (
 from llmservice_operator.sim.engine import Arrival, simulate
 from llmservice_operator.sim.profile import EngineProfile
 
-from .fleet import FleetResult, Request, Scaler, simulate_fleet
+from .fleet import FleetResult, Request, Router, Scaler, simulate_fleet
 from .scalers import HpaScaler, KedaScaler, OperatorScaler, StaticScaler
 from .traces import (
     AZURE_CODE_DURATION_S,
@@ -207,6 +208,7 @@ def run_trace(
     warm: ScaleHistory,
     lengths: Lengths,
     gateway_rate: bool = True,
+    router: Router = "p2c",
 ) -> list[tuple[FleetResult, Scaler]]:
     # Static: the peak minute at 90% of a replica's throughput.
     peak_replicas = math.ceil(trace.peak_rate() / (0.9 * capacity))
@@ -253,6 +255,7 @@ def run_trace(
             gpus_per_replica=dep.gpus_per_replica,
             token_scale=dep.token_scale,
             measure_from=PREROLL_S,
+            router=router,
         )
         out.append((result, scaler))
     return out
@@ -295,7 +298,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="what the operator plans on: the gateway's arrival rate (a service with "
         "spec.scaling.arrivalRateQuery, the default here) or the replicas' completions (without)",
     )
+    parser.add_argument(
+        "--router",
+        choices=["p2c", "least"],
+        default="p2c",
+        help="the gateway's balancer: the fewer requests in flight of two random replicas "
+        "(Envoy's LEAST_REQUEST default, the default here) or of all of them (nginx "
+        "least_conn without slow start, which floods a replica that just became ready)",
+    )
     args = parser.parse_args(argv)
+    router: Router = "least" if args.router == "least" else "p2c"
 
     started = time.perf_counter()
     dep = deployment(args.token_scale)
@@ -305,7 +317,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"replica: {dep.summary}, max_num_seqs {dep.max_num_seqs}, target queue depth "
         f"{default_target_queue_depth(dep.max_num_seqs):g}; saturated it completes "
         f"{conv:.2f} req/s of the conversation mix, {code:.2f} of the coding mix; start-up "
-        f"{STARTUP_S[0]:.0f}-{STARTUP_S[1]:.0f} s; token scale {dep.token_scale}"
+        f"{STARTUP_S[0]:.0f}-{STARTUP_S[1]:.0f} s; token scale {dep.token_scale}; router "
+        f"{router}"
     )
     quick = 1200.0 if args.quick else None
     traces: list[tuple[Trace, float, Lengths]] = []
@@ -339,7 +352,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         learned = f"{warm.throughput[1]:.2f} req/s" if warm.throughput else "nothing (cold)"
         print(f"  the operator starts knowing a full replica completes {learned}")
         gateway_rate = args.arrivals == "gateway"
-        runs = run_trace(trace, dep, capacity, args.seed, args.only, warm, lengths, gateway_rate)
+        runs = run_trace(
+            trace, dep, capacity, args.seed, args.only, warm, lengths, gateway_rate, router
+        )
         for result, _ in runs:
             rows.append((trace.name, result))
             shares = "  ".join(

@@ -7,9 +7,14 @@ pure, driven by ``now``), so hours of traffic run in seconds. Around the engines
   (drawn per replica from a seeded sequence shared by every policy), and on scale-down stop
   taking requests and finish what they hold before their GPUs are released. Not-ready
   replicas go first, as a ReplicaSet deletes them first.
-* **The router** sends each request to the ready replica with the fewest requests in flight
-  (running + waiting: a least-request balancer); with no ready replica the request waits at
-  the gateway and is sent on when one becomes ready (its TTFT counts the wait).
+* **The router** is a least-request balancer: of two ready replicas drawn at random it sends
+  each request to the one with fewer requests in flight (running + waiting), as Envoy's
+  ``LEAST_REQUEST`` does by default (power of two choices; the default of Istio and Envoy
+  Gateway). ``router="least"`` scans every ready replica instead (nginx ``least_conn``
+  without slow start): a replica that just became ready then takes every request until it
+  holds as many as the others, a burst of prefills whose last ones wait seconds for their
+  first token. With no ready replica the request waits at the gateway and is sent on when one
+  becomes ready (its TTFT counts the wait).
 * **Prometheus** scrapes every ready replica's ``num_requests_waiting`` /
   ``num_requests_running`` / ``kv_cache_usage_perc`` / ``request_success_total`` and the
   gateway's pending and arrived counts every ``scrape_interval`` seconds; rates are over the
@@ -26,15 +31,16 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Literal, Protocol
 
 from llmservice_operator.autoscale import Reading, ReplicaSample, counter_rate
 from llmservice_operator.sim.engine import Engine
 from llmservice_operator.sim.profile import EngineProfile
 
-__all__ = ["FleetResult", "FleetView", "Request", "Scaler", "simulate_fleet"]
+__all__ = ["FleetResult", "FleetView", "Request", "Router", "Scaler", "simulate_fleet"]
 
 
 @dataclass(frozen=True)
@@ -87,6 +93,13 @@ class _Replica:
         return self.engine.num_running + self.engine.num_waiting
 
 
+#: ``p2c``: the fewer in flight of two random ready replicas (Envoy's default); ``least``: the
+#: fewest in flight of all of them.
+Router = Literal["p2c", "least"]
+#: The router's random draws are seeded: every run of a scaler routes alike.
+ROUTER_SEED = 12345
+
+
 @dataclass
 class FleetResult:
     scaler: str
@@ -129,6 +142,7 @@ def simulate_fleet(
     drain_limit_s: float = 3600.0,
     token_scale: int = 1,
     measure_from: float = 0.0,
+    router: Router = "p2c",
 ) -> FleetResult:
     """Run ``requests`` through a fleet that ``scaler`` sizes; ``startup_delays(i)`` is the
     load time of the i-th replica created (the same sequence for every scaler).
@@ -141,6 +155,7 @@ def simulate_fleet(
     counted: what comes before is a pre-roll that lets every scaler settle.
     """
     early = (token_scale - 1) / token_scale
+    draws = random.Random(ROUTER_SEED)
     result = FleetResult(scaler=scaler.name, duration_s=duration_s)
     replicas: list[_Replica] = []
     counter = itertools.count()
@@ -189,7 +204,8 @@ def simulate_fleet(
         if not ready:
             gateway.append((request_id, prompt, output))
             return
-        target = min(ready, key=lambda r: (r.outstanding, r.rid))
+        choices = draws.sample(ready, 2) if router == "p2c" and len(ready) > 2 else ready
+        target = min(choices, key=lambda r: (r.outstanding, r.rid))
         target.engine.add_request(request_id, prompt, output, now)
         if not target.scheduled:
             target.scheduled = True
