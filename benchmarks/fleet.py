@@ -34,13 +34,13 @@ import itertools
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from typing import Literal, Protocol, TypeVar
 
 from llmservice_operator.autoscale import Reading, ReplicaSample, counter_rate
 from llmservice_operator.sim.engine import Engine
 from llmservice_operator.sim.profile import EngineProfile
 
-__all__ = ["FleetResult", "FleetView", "Request", "Router", "Scaler", "simulate_fleet"]
+__all__ = ["FleetResult", "FleetView", "Request", "Router", "Scaler", "route", "simulate_fleet"]
 
 
 @dataclass(frozen=True)
@@ -98,6 +98,17 @@ class _Replica:
 Router = Literal["p2c", "least"]
 #: The router's random draws are seeded: every run of a scaler routes alike.
 ROUTER_SEED = 12345
+
+T = TypeVar("T")
+
+
+def route(
+    ready: Sequence[T], load: Callable[[T], tuple[int, int]], router: Router, draws: random.Random
+) -> T:
+    """The replica a request goes to: the least ``load`` (requests in flight, then a tie-break)
+    of two drawn from ``draws`` (``p2c``) or of all of them (``least``)."""
+    choices = draws.sample(list(ready), 2) if router == "p2c" and len(ready) > 2 else ready
+    return min(choices, key=load)
 
 
 @dataclass
@@ -204,8 +215,7 @@ def simulate_fleet(
         if not ready:
             gateway.append((request_id, prompt, output))
             return
-        choices = draws.sample(ready, 2) if router == "p2c" and len(ready) > 2 else ready
-        target = min(choices, key=lambda r: (r.outstanding, r.rid))
+        target = route(ready, lambda r: (r.outstanding, r.rid), router, draws)
         target.engine.add_request(request_id, prompt, output, now)
         if not target.scheduled:
             target.scheduled = True
