@@ -523,10 +523,8 @@ def test_burst_restart_and_prometheus_outage(
     assert after["desiredReplicas"] == before["desiredReplicas"] == 3
     for key in ("lastScaleTime", "lastScaleUpTime"):
         assert before.get(key) and after.get(key) == before[key], key
-    # The window history (arrival rates, and the throughput if the burst queued a replica
-    # beyond the target long enough to learn it) is the new operator's too.
-    rates = [r for r in before["recommendations"] if "=~" in r]
-    assert rates and set(rates) <= set(after["recommendations"]), (before, after)
+    # The throughput, if the burst queued a replica beyond the target long enough to learn
+    # it, is the new operator's too.
     learned = [r for r in before["recommendations"] if "=@" in r]
     assert learned == [r for r in after["recommendations"] if "=@" in r]
     assert watcher.replicas_seen(t_stop) == [3], "scaled down right after the restart"
