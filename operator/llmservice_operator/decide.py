@@ -268,8 +268,14 @@ def decide(
     template = pod_template(plan.render_input)
     revision = revision_hash(template)
     deployments = snapshot.deployments()
+    rescaled: Event | None = None
     if scaling is not None:
         total = scaling.total
+        before = current.autoscaling
+        if before is not None and before.desired_replicas != total:
+            # What the HPA controller reports as SuccessfulRescale: `kubectl describe` and
+            # `kubectl get events` show when and why, after the status has moved on.
+            rescaled = Event("Normal", "Rescaled", scaling.status.reason)
         current = current.model_copy(update={"autoscaling": scaling.status})
     else:
         total = _total_replicas(service, current, deployments)
@@ -298,6 +304,8 @@ def decide(
         requeue_at=rollout.requeue_at,
         remove_resume_annotation=rollout.resume_consumed,
     )
+    if rescaled is not None:
+        decision.events.append(rescaled)
     _desired_objects(decision, snapshot, plan, template, revision, rollout)
     decision.events.extend(Event(e.type, e.reason, e.message) for e in rollout.events)
     serving = [deployments.get(r) for r in rollout.replicas]

@@ -451,6 +451,12 @@ def restart(
 # ------------------------------------------------------------------------------- tests
 
 
+def rescaled(kubectl_json: Any, namespace: str) -> list[str]:
+    """The messages of the operator's Rescaled events in ``namespace``."""
+    events = kubectl_json("-n", namespace, "events")["items"]
+    return [e["message"] for e in events if e.get("reason") == "Rescaled"]
+
+
 def test_burst_restart_and_prometheus_outage(
     cluster: ClusterInfo,
     namespace: str,
@@ -672,7 +678,12 @@ def test_scale_to_zero_and_wake_on_requests_at_the_gateway(
     try:
         woken = watcher.wait("woken", lambda s: s.replicas >= 1, 30)
         print(f"woken {woken.t - t_requests:.1f}s after requests reached the gateway")
-        assert any("activating 0 -> 1" in s.reason for s in watcher.between(t_requests))
+        # The status's reason moves on at the next evaluation; the Rescaled event stays.
+        wait_for(
+            "a Rescaled event: activating",
+            lambda: [m for m in rescaled(kubectl_json, namespace) if "activating 0 -> 1" in m],
+            15,
+        )
         watcher.wait("a Ready replica", lambda s: s.ready >= 1, 60)
         wait_for(
             "a live simulator, scraped",
@@ -686,7 +697,11 @@ def test_scale_to_zero_and_wake_on_requests_at_the_gateway(
     zero = watcher.wait("back to zero", lambda s: s.replicas == 0, WINDOW_S + 60)
     print(f"back to zero {zero.t - t_idle:.1f}s after the last request at the gateway")
     assert zero.t - t_idle >= WINDOW_S, "scaled to zero before a whole idle window"
-    assert any("idle" in s.reason for s in watcher.between(t_idle))
+    wait_for(
+        "a Rescaled event: idle",
+        lambda: [m for m in rescaled(kubectl_json, namespace) if "1 -> 0: idle" in m],
+        15,
+    )
 
     # The gateway's metrics gone: nothing can say the service is idle, or that requests wait.
     wait_for("the counter at rest", lambda: query(prometheus, ARRIVALS), 10)

@@ -9,8 +9,10 @@ from typing import Any
 
 import yaml
 
+from llmservice_operator.api.status import AutoscalingStatus
 from llmservice_operator.decide import Snapshot, decide
 from llmservice_operator.reconcile import merge_patch
+from llmservice_operator.scaling import ScalingOutcome
 from llmservice_operator.sizing import load_catalog
 
 ROOT = Path(__file__).parents[2]
@@ -136,3 +138,23 @@ def test_only_changes_to_the_serving_pods_make_a_new_revision() -> None:
         for key, value in change.items():
             body["spec"][key] = {**body["spec"][key], **value}
         assert _revision(body) != base, change
+
+
+def _scaled(total: int, reason: str) -> ScalingOutcome:
+    return ScalingOutcome(total, AutoscalingStatus(desired_replicas=total, reason=reason), None)
+
+
+def test_an_autoscaler_rescale_is_an_event_saying_why() -> None:
+    """Like the HPA's SuccessfulRescale: the status moves on at the next evaluation, the event
+    stays for `kubectl describe`. Holding the count, or the first evaluation, says nothing."""
+    body = _body()
+    body["status"] = {"autoscaling": {"desiredReplicas": 1, "reason": "holding 1: ..."}}
+    up = "scale up 1 -> 3: 40 waiting over 1 ready replica (40.0 each, target 14)"
+    decision = decide(_snapshot(body), CATALOG, NOW, "http://prom:9090", scaling=_scaled(3, up))
+    rescaled = [e for e in decision.events if e.reason == "Rescaled"]
+    assert [(e.type, e.message) for e in rescaled] == [("Normal", up)]
+
+    held = decide(_snapshot(body), CATALOG, NOW, "http://prom:9090", scaling=_scaled(1, "hold"))
+    assert not [e for e in held.events if e.reason == "Rescaled"]
+    first = decide(_snapshot(_body()), CATALOG, NOW, "http://prom:9090", scaling=_scaled(2, "x"))
+    assert not [e for e in first.events if e.reason == "Rescaled"]
