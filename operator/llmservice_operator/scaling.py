@@ -48,21 +48,26 @@ def evaluation_due(status: AutoscalingStatus | None, spec: ScalingSpec, now: dat
     return now.timestamp() - last >= spec.evaluation_interval_seconds
 
 
+def _ready_condition(pod: dict[str, Any]) -> dict[str, Any] | None:
+    """The pod's Ready condition when it is True, else None."""
+    for c in (pod.get("status") or {}).get("conditions") or []:
+        if c.get("type") == "Ready" and c.get("status") == "True":
+            return dict(c)
+    return None
+
+
 def pod_is_ready(pod: dict[str, Any]) -> bool:
     """The pod's Ready condition is True."""
-    return any(
-        c.get("type") == "Ready" and c.get("status") == "True"
-        for c in (pod.get("status") or {}).get("conditions") or []
-    )
+    return _ready_condition(pod) is not None
 
 
 def ready_seconds(pod: dict[str, Any], now: datetime) -> float | None:
     """How long the pod has been Ready (its Ready condition's last transition); None unknown."""
-    for c in (pod.get("status") or {}).get("conditions") or []:
-        if c.get("type") == "Ready" and c.get("status") == "True" and c.get("lastTransitionTime"):
-            since = from_rfc3339(str(c["lastTransitionTime"])) or 0.0
-            return max(0.0, now.timestamp() - since)
-    return None
+    ready = _ready_condition(pod)
+    if ready is None or not ready.get("lastTransitionTime"):
+        return None
+    since = from_rfc3339(str(ready["lastTransitionTime"])) or 0.0
+    return max(0.0, now.timestamp() - since)
 
 
 def pod_counts(pods: list[dict[str, Any]]) -> tuple[list[str], int]:

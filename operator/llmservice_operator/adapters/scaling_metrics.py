@@ -81,6 +81,7 @@ class CompletionCounters:
     def __init__(self) -> None:
         self._readings: dict[str, list[Reading]] = {}
         self._lock = threading.Lock()
+        self._swept_at = float("-inf")
 
     def rate(self, pod_uid: str, now: float, total: float) -> float | None:
         """Record ``total`` completions read at ``now``; requests/s over about the last minute,
@@ -91,9 +92,11 @@ class CompletionCounters:
                 readings = [*readings, (now, total)]
             kept, rate = counter_rate(readings, now)
             self._readings[pod_uid] = kept
-            stale = now - self.FORGET_AFTER_SECONDS
-            for uid in [u for u, r in self._readings.items() if r[-1][0] < stale]:
-                del self._readings[uid]
+            if now - self._swept_at >= RATE_WINDOW_SECONDS:  # not a scan of every pod per pod
+                self._swept_at = now
+                stale = now - self.FORGET_AFTER_SECONDS
+                for uid in [u for u, r in self._readings.items() if r[-1][0] < stale]:
+                    del self._readings[uid]
             return rate
 
 
