@@ -13,10 +13,10 @@ export PATH := $(CURDIR)/$(BIN):$(PATH)
 install: install-python install-system tools ## everything the tests need
 
 install-python: $(BIN)/llmservice
-$(BIN)/llmservice: pyproject.toml
+$(BIN)/llmservice: pyproject.toml dev/pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/pip install --quiet -e '.[dev]' -e ./dev
 	touch $@
 
 install-system: ## Debian packages: Prometheus (scrapes the simulator pods), openssl (cluster PKI)
@@ -30,8 +30,8 @@ tools: install-python ## real control-plane binaries, built once from the Go mod
 	bash hack/fetch-crds.sh
 
 lint: install-python
-	$(BIN)/ruff check operator tests benchmarks hack
-	$(BIN)/ruff format --check operator tests benchmarks hack
+	$(BIN)/ruff check operator dev tests benchmarks hack
+	$(BIN)/ruff format --check operator dev tests benchmarks hack
 	$(BIN)/lint-imports
 
 typecheck: install-python
@@ -59,10 +59,10 @@ golden: install-python ## regenerate tests/golden from examples/
 	UPDATE_GOLDEN=1 $(BIN)/pytest tests/unit/test_golden.py -q
 
 cluster-up: tools
-	$(BIN)/llmservice cluster up
+	$(BIN)/llmservice-dev cluster up
 
 cluster-down: install-python
-	$(BIN)/llmservice cluster down
+	$(BIN)/llmservice-dev cluster down
 
 demo: install-python install-system tools ## the local control plane, the operator and an example
 	$(BIN)/python hack/demo.py

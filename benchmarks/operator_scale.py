@@ -25,8 +25,8 @@ from typing import Any
 import psutil
 from kubernetes import client, config, watch
 
+from llmservice_dev.localcluster import LocalCluster
 from llmservice_operator.api import GROUP, PLURAL, VERSION
-from llmservice_operator.localcluster import LocalCluster
 from llmservice_operator.render.labels import SERVICE
 
 ROOT = Path(__file__).resolve().parents[1]

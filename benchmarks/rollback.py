@@ -50,13 +50,13 @@ import aiohttp
 import urllib3
 from kubernetes.client.exceptions import ApiException
 
+from llmservice_dev.localcluster import ClusterInfo, LocalCluster
 from llmservice_operator.api.base import parse_duration_seconds
 from llmservice_operator.loadgen.client import LoadConfig, run_load
 from llmservice_operator.loadgen.distributions import LengthDist
 from llmservice_operator.loadgen.report import LoadReport, TargetCounts
 from llmservice_operator.loadgen.schedule import RateSchedule
 from llmservice_operator.loadgen.targets import PodTargets
-from llmservice_operator.localcluster import ClusterInfo, LocalCluster
 from llmservice_operator.render.labels import REVISION, SERVICE
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from llmservice_operator.localcluster import LocalCluster
+from llmservice_dev.localcluster import LocalCluster
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "llama-3.1-8b.yaml"

@@ -17,7 +17,6 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "run": ("run", "run the operator (kopf)"),
     "sim": ("sim", "run the vLLM engine simulator"),
     "load": ("load", "send OpenAI-style load and report TTFT/TPOT percentiles"),
-    "cluster": ("cluster", "build/start/stop the local control plane (etcd, apiserver, kwok)"),
 }
 
 

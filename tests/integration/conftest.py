@@ -4,7 +4,7 @@ scheduler, kwok fake GPU nodes) shared by the whole session.
 The cluster is reused when one is already up in the state dir (``make cluster-up``), and
 stopped at the end only when this session started it (set LLMSERVICE_KEEP_CLUSTER=1 to keep it).
 Building the binaries the first time takes tens of minutes: run
-``python -m llmservice_operator.localcluster build`` before the tests in CI.
+``llmservice-dev cluster build`` before the tests in CI.
 """
 
 from __future__ import annotations
@@ -20,13 +20,13 @@ from typing import Any, Protocol
 
 import pytest
 
-from llmservice_operator.localcluster import (
+from llmservice_dev.localcluster import (
     BinariesError,
     ClusterInfo,
     LocalCluster,
     bin_dir,
 )
-from llmservice_operator.localcluster.binaries import missing_binaries, pinned_versions
+from llmservice_dev.localcluster.binaries import missing_binaries, pinned_versions
 
 
 class Kubectl(Protocol):

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from llmservice_operator.localcluster import ClusterInfo
+from llmservice_dev.localcluster import ClusterInfo
 
 ROOT = Path(__file__).parents[2]
 

@@ -17,10 +17,10 @@ import pytest
 import yaml
 from prometheus_client import CollectorRegistry, Counter, start_http_server
 
+from llmservice_dev.localcluster.ports import free_port
+from llmservice_dev.localcluster.prometheus import PrometheusServer
 from llmservice_operator.adapters.prometheus import PrometheusAdapter
 from llmservice_operator.api.spec import AnalysisSettings, SLOSpec
-from llmservice_operator.localcluster.ports import free_port
-from llmservice_operator.localcluster.prometheus import PrometheusServer
 from llmservice_operator.rollout.analysis import (
     ERROR_RATE,
     SAMPLE_COUNT,

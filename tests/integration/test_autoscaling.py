@@ -30,19 +30,19 @@ import yaml
 from kubernetes import client
 from prometheus_client import CollectorRegistry, Counter, start_http_server
 
-from llmservice_operator.loadgen.client import LoadConfig, resolve_model, run_load
-from llmservice_operator.loadgen.distributions import LengthDist
-from llmservice_operator.loadgen.report import LoadReport
-from llmservice_operator.loadgen.schedule import RateSchedule
-from llmservice_operator.loadgen.targets import PodTargets
-from llmservice_operator.localcluster import ClusterInfo
-from llmservice_operator.localcluster.ports import free_port
-from llmservice_operator.localcluster.prometheus import (
+from llmservice_dev.localcluster import ClusterInfo
+from llmservice_dev.localcluster.ports import free_port
+from llmservice_dev.localcluster.prometheus import (
     PrometheusServer,
     prometheus_config,
     query,
     targets,
 )
+from llmservice_operator.loadgen.client import LoadConfig, resolve_model, run_load
+from llmservice_operator.loadgen.distributions import LengthDist
+from llmservice_operator.loadgen.report import LoadReport
+from llmservice_operator.loadgen.schedule import RateSchedule
+from llmservice_operator.loadgen.targets import PodTargets
 from llmservice_operator.render.labels import REVISION
 
 from .operator_fixtures import OperatorFactory, OperatorProcess, wait_for

@@ -13,16 +13,16 @@ from typing import Any
 import pytest
 import yaml
 
-from llmservice_operator.localcluster import (
+from llmservice_dev.localcluster import (
     DEFAULT_NODES,
     GPU_PRODUCT_LABEL,
     H100,
     ClusterInfo,
     pinned_versions,
 )
-from llmservice_operator.localcluster.binaries import parse_env_file
-from llmservice_operator.localcluster.cluster import _kwok_config
-from llmservice_operator.localcluster.nodes import node_manifest, pod_cidr
+from llmservice_dev.localcluster.binaries import parse_env_file
+from llmservice_dev.localcluster.cluster import _kwok_config
+from llmservice_dev.localcluster.nodes import node_manifest, pod_cidr
 
 Kubectl = Callable[..., subprocess.CompletedProcess[str]]
 LOOPBACK_PODS = ipaddress.IPv4Network("127.1.0.0/16")
@@ -292,7 +292,7 @@ def test_garbage_collector_deletes_owned_objects(kubectl: Kubectl, namespace: st
 
 @pytest.mark.cluster
 def test_cluster_is_reused(cluster: ClusterInfo) -> None:
-    from llmservice_operator.localcluster import LocalCluster
+    from llmservice_dev.localcluster import LocalCluster
 
     local = LocalCluster(cluster.state_dir)
     assert local.is_up()

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from llmservice_operator.localcluster.ports import free_ports
+from llmservice_dev.localcluster.ports import free_ports
 
 from .operator_fixtures import ROOT, OperatorFactory, wait_for
 

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 from benchmarks.rollback import BackgroundLoad, llmservice, rollback_complete
 
-from llmservice_operator.localcluster import ClusterInfo
+from llmservice_dev.localcluster import ClusterInfo
 from llmservice_operator.render.labels import REVISION
 
 from .conftest import Kubectl

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from llmservice_operator.localcluster import ClusterInfo
+from llmservice_dev.localcluster import ClusterInfo
 
 from .operator_fixtures import ROOT, OperatorFactory, wait_for
 from .test_operator import _apply, _example, _secrets

@@ -17,13 +17,13 @@ from typing import Any
 
 import pytest
 
+from llmservice_dev.localcluster import ClusterInfo
+from llmservice_dev.localcluster.prometheus import query, targets
 from llmservice_operator.loadgen.client import LoadConfig, run_load
 from llmservice_operator.loadgen.distributions import LengthDist
 from llmservice_operator.loadgen.report import LoadReport
 from llmservice_operator.loadgen.schedule import RateSchedule
 from llmservice_operator.loadgen.targets import PodTargets
-from llmservice_operator.localcluster import ClusterInfo
-from llmservice_operator.localcluster.prometheus import query, targets
 from llmservice_operator.vllm.metrics import (
     LATEST_KNOWN_VLLM_VERSION,
     TIME_TO_FIRST_TOKEN_BUCKETS,

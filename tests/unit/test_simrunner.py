@@ -8,22 +8,22 @@ from typing import Any
 
 import yaml
 
-from llmservice_operator.commands.sim import options_from
-from llmservice_operator.loadgen.targets import ready_endpoints, service_selector
-from llmservice_operator.localcluster.cluster import _kwok_config, sim_stages_dir
-from llmservice_operator.localcluster.prometheus import (
+from llmservice_dev.localcluster.cluster import _kwok_config, sim_stages_dir
+from llmservice_dev.localcluster.prometheus import (
     prometheus_config,
     runner_sd,
     scrape_job,
 )
-from llmservice_operator.simrunner.discovery import pod_target_groups, target_groups
-from llmservice_operator.simrunner.podspec import (
+from llmservice_dev.simrunner.discovery import pod_target_groups, target_groups
+from llmservice_dev.simrunner.podspec import (
     READY_ANNOTATION,
     RESTARTS_ANNOTATION,
     annotations_patch,
     launch_for,
     sim_argv,
 )
+from llmservice_operator.commands.sim import options_from
+from llmservice_operator.loadgen.targets import ready_endpoints, service_selector
 
 ROOT = Path(__file__).parents[2]
 L4_NODE = {"nvidia.com/gpu.product": "NVIDIA-L4", "type": "kwok"}

@@ -14,10 +14,10 @@ from contextlib import contextmanager
 
 import pytest
 
+from llmservice_dev.localcluster.ports import free_port
 from llmservice_operator import sizing
 from llmservice_operator.cli import main
 from llmservice_operator.commands.sim import build_profile, options_from
-from llmservice_operator.localcluster.ports import free_port
 
 LLAMA_8B = "meta-llama/Llama-3.1-8B-Instruct"
 

@@ -1,15 +1,14 @@
 """A real local Kubernetes control plane (etcd, kube-apiserver, kube-controller-manager,
 kube-scheduler, kwok fake GPU nodes) for integration tests and the demo.
 
-    from llmservice_operator.localcluster import LocalCluster, ensure_binaries
+    from llmservice_dev.localcluster import LocalCluster, ensure_binaries
     info = LocalCluster().up()          # ClusterInfo(kubeconfig, server, token, bin_dir, ...)
     LocalCluster().down()
 
-or ``python -m llmservice_operator.localcluster up|down|status|build``.
+or ``llmservice-dev cluster up|down|status|build`` (:mod:`llmservice_dev.cli`).
 """
 
 from .binaries import BinariesError, Versions, bin_dir, ensure_binaries, pinned_versions
-from .cli import main
 from .cluster import ClusterError, ClusterInfo, LocalCluster, default_state_dir
 from .nodes import DEFAULT_NODES, GPU_PRODUCT_LABEL, GPU_RESOURCE, H100, L4, FakeNodeSpec
 
@@ -28,6 +27,5 @@ __all__ = [
     "bin_dir",
     "default_state_dir",
     "ensure_binaries",
-    "main",
     "pinned_versions",
 ]

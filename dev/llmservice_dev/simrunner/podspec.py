@@ -19,8 +19,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..render.labels import REVISION, SERVICE
-from ..sizing import builtin_catalog
+from llmservice_operator.render.labels import REVISION, SERVICE
+from llmservice_operator.sizing import builtin_catalog
 
 __all__ = [
     "READY_ANNOTATION",

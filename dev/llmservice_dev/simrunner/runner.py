@@ -35,7 +35,8 @@ from aiohttp import web
 from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
-from ..render.labels import SERVICE
+from llmservice_operator.render.labels import SERVICE
+
 from ._child import PARENT_ENV
 from .discovery import target_groups
 from .podspec import (
@@ -139,7 +140,7 @@ class PodSim:
             self.process = await asyncio.create_subprocess_exec(
                 config.python,
                 "-m",
-                "llmservice_operator.simrunner._child",
+                "llmservice_dev.simrunner._child",
                 *self.launch.argv,
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=out,

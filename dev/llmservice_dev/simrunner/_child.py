@@ -1,4 +1,4 @@
-"""``python -m llmservice_operator.simrunner._child ARGS``: ``llmservice sim ARGS`` that dies with
+"""``python -m llmservice_dev.simrunner._child ARGS``: ``llmservice sim ARGS`` that dies with
 the runner (Linux ``PR_SET_PDEATHSIG``), so a killed runner leaves no simulator holding a pod IP.
 """
 

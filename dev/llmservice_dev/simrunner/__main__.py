@@ -1,4 +1,4 @@
-"""``python -m llmservice_operator.simrunner``: run the simulator runner until SIGTERM."""
+"""``python -m llmservice_dev.simrunner``: run the simulator runner until SIGTERM."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ DEFAULT_TIME_SCALE = 10.0
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m llmservice_operator.simrunner",
+        prog="python -m llmservice_dev.simrunner",
         description="Give every LLMService pod on kwok nodes a live `llmservice sim` process.",
     )
     parser.add_argument("--kubeconfig", default=os.environ.get("KUBECONFIG"), help="kubeconfig")

@@ -432,7 +432,7 @@ class LocalCluster:
             bins,
             [
                 "-m",
-                "llmservice_operator.simrunner",
+                "llmservice_dev.simrunner",
                 f"--kubeconfig={runner_kc}",
                 f"--port={runner_port}",
                 f"--time-scale={self.sim_time_scale:g}",
@@ -631,7 +631,7 @@ def _exe(state: dict[str, Any], component: str) -> Path:
 
 def sim_stages_dir() -> Path:
     """hack/kwok-stages: the kwok stages that make LLMService pods Ready only when their
-    simulator is (see operator/llmservice_operator/simrunner)."""
+    simulator is (see dev/llmservice_dev/simrunner)."""
     root = repo_root()
     if root is None:
         raise ClusterError("hack/kwok-stages not found: the local cluster needs a source checkout")
