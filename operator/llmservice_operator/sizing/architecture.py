@@ -14,7 +14,7 @@ speculative decoding asks for it) and buffers that are not parameters (rotary ta
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -96,10 +96,6 @@ _SIGLIP_DEFAULTS: dict[str, Any] = {
     "image_size": 224,
     "patch_size": 16,
 }
-
-#: Per-family transformers class default for tie_word_embeddings (HF omits a key from
-#: config.json when it equals both the base default, True, and the class default).
-_TIE_DEFAULT: dict[str, bool] = {"gemma": True, "gemma2": True, "gemma3": True}
 
 _DTYPE_ALIASES: dict[str, str] = {
     "bfloat16": "bfloat16",
@@ -559,6 +555,219 @@ def _siglip_parameters(vision: Mapping[str, Any], text_hidden: int) -> int:
     return patch_embedding + position_embedding + layers * per_layer + post_layernorm + projector
 
 
+# -- the families --------------------------------------------------------------------------------
+
+_Fields = dict[str, Any]
+
+
+def _attention_bias(r: _Reader) -> _Fields:
+    """Llama-style: one ``attention_bias`` for q/k/v/o, one ``mlp_bias``, both off by default."""
+    bias = r.bool_("attention_bias", False)
+    return {"qkv_bias": bias, "o_proj_bias": bias, "mlp_bias": r.bool_("mlp_bias", False)}
+
+
+def _qkv_bias(r: _Reader) -> _Fields:
+    """Qwen2: q/k/v always carry a bias, o_proj and the MLP never."""
+    return {"qkv_bias": True}
+
+
+def _no_bias(r: _Reader) -> _Fields:
+    return {}
+
+
+def _gpt_neox_layout(r: _Reader) -> _Fields:
+    """GPT-NeoX: biases everywhere (attention ones switchable), a plain 2-matrix MLP, and
+    LayerNorm with a bias."""
+    bias = r.bool_("attention_bias", True)
+    return {
+        "qkv_bias": bias,
+        "o_proj_bias": bias,
+        "mlp_bias": True,
+        "gated_mlp": False,
+        "norm_bias": True,
+    }
+
+
+def _no_experts(r: _Reader, moe_layers: tuple[int, ...]) -> _Fields:
+    return {}
+
+
+def _mixtral_experts(r: _Reader, moe_layers: tuple[int, ...]) -> _Fields:
+    return {
+        "num_experts": r.int_("num_local_experts"),
+        "num_experts_per_tok": r.int_("num_experts_per_tok"),
+        "moe_intermediate_size": r.int_("intermediate_size"),
+    }
+
+
+def _qwen3_moe_experts(r: _Reader, moe_layers: tuple[int, ...]) -> _Fields:
+    return {
+        "num_experts": r.int_("num_experts"),
+        "num_experts_per_tok": r.int_("num_experts_per_tok"),
+        "moe_intermediate_size": r.int_("moe_intermediate_size"),
+    }
+
+
+def _qwen2_moe_experts(r: _Reader, moe_layers: tuple[int, ...]) -> _Fields:
+    """Qwen3-MoE's experts plus one gated shared expert of its own width."""
+    fields = _qwen3_moe_experts(r, moe_layers)
+    shared = r.int_("shared_expert_intermediate_size", 0, minimum=0)
+    return {
+        **fields,
+        "shared_expert_intermediate_size": shared,
+        "num_shared_experts": 1 if shared else 0,
+        "shared_expert_gate": bool(shared),
+    }
+
+
+def _deepseek_attention_and_experts(r: _Reader, moe_layers: tuple[int, ...]) -> _Fields:
+    """Multi-head latent attention, and (where there are MoE layers) routed + shared experts."""
+    fields: _Fields = {
+        "kv_lora_rank": r.int_("kv_lora_rank"),
+        "q_lora_rank": r.int_("q_lora_rank", 0, minimum=0) or None,
+        "qk_nope_head_dim": r.int_("qk_nope_head_dim"),
+        "qk_rope_head_dim": r.int_("qk_rope_head_dim"),
+        "v_head_dim": r.int_("v_head_dim"),
+    }
+    if not moe_layers:
+        return fields
+    shared = r.int_("n_shared_experts", 0, minimum=0)
+    moe_width = r.int_("moe_intermediate_size")
+    return {
+        **fields,
+        "num_experts": r.int_("n_routed_experts"),
+        "num_experts_per_tok": r.int_("num_experts_per_tok"),
+        "moe_intermediate_size": moe_width,
+        "num_shared_experts": shared,
+        "shared_expert_intermediate_size": shared * moe_width,
+        "router_bias": r.values.get("topk_method") == "noaux_tc",
+    }
+
+
+@dataclass(frozen=True)
+class _Family:
+    """How a family lays out its decoder layers, beyond the keys every family shares."""
+
+    biases: Callable[[_Reader], _Fields]
+    experts: Callable[[_Reader, tuple[int, ...]], _Fields] = _no_experts
+    """MoE (and MLA) fields, given the layers that are MoE layers."""
+    qk_norm: bool = False
+    norms_per_layer: int = 2
+    tied_embeddings: bool = False
+    """transformers' class default for tie_word_embeddings (HF omits the key from config.json
+    when it equals both the base default, True, and the class default)."""
+    latent_attention: bool = False
+    """MLA: head_dim is qk_nope + qk_rope and the KV heads are not what the cache holds."""
+    grouped_kv_heads: bool = True
+    """False: one K/V head per query head (GPT-NeoX; num_key_value_heads, head_dim unread)."""
+    text_defaults: Mapping[str, Any] | None = None
+    """Class defaults a nested text_config is written against (HF writes only the diff)."""
+    vision_parameters: Callable[[Mapping[str, Any], int], int] | None = None
+    """The vision tower's parameters from vision_config and the text hidden size."""
+
+
+_DEEPSEEK = _Family(_no_bias, _deepseek_attention_and_experts, latent_attention=True)
+
+_FAMILIES: dict[str, _Family] = {
+    "llama": _Family(_attention_bias),
+    "mistral": _Family(_attention_bias),
+    "mixtral": _Family(_attention_bias, _mixtral_experts),
+    "qwen2": _Family(_qkv_bias),
+    "qwen2_moe": _Family(_qkv_bias, _qwen2_moe_experts),
+    "qwen3": _Family(_attention_bias, qk_norm=True),
+    "qwen3_moe": _Family(_attention_bias, _qwen3_moe_experts, qk_norm=True),
+    "gemma": _Family(_attention_bias, tied_embeddings=True),
+    "gemma2": _Family(_attention_bias, norms_per_layer=4, tied_embeddings=True),
+    "gemma3": _Family(
+        _attention_bias,
+        qk_norm=True,
+        norms_per_layer=4,
+        tied_embeddings=True,
+        text_defaults=_GEMMA3_TEXT_DEFAULTS,
+        vision_parameters=_siglip_parameters,
+    ),
+    "phi3": _Family(_attention_bias),
+    "deepseek_v2": _DEEPSEEK,
+    "deepseek_v3": _DEEPSEEK,
+    "gpt_neox": _Family(_gpt_neox_layout, grouped_kv_heads=False),
+}
+
+
+# -- parse_hf_config ---------------------------------------------------------------------------
+
+
+def _merged(
+    config: Mapping[str, Any] | None, override: Mapping[str, Any] | None
+) -> tuple[dict[str, Any], dict[str, Any] | None, bool]:
+    """:func:`_flatten` of ``config`` with ``override``'s keys (and vision keys) on top."""
+    flat, vision, nested = _flatten(config or {})
+    if override:
+        o_flat, o_vision, _ = _flatten(override)
+        flat.update(o_flat)
+        if o_vision is not None:
+            vision = {**(vision or {}), **o_vision}
+    return flat, vision, nested
+
+
+def _known_model_type(flat: Mapping[str, Any]) -> str:
+    model_type = _model_type(flat)
+    if model_type is not None:
+        return model_type
+    named = flat.get("model_type") or (flat.get("architectures") or [None])[0]
+    raise SizingError(
+        f"unknown architecture {named!r}: sizing knows the families "
+        f"{', '.join(SUPPORTED_FAMILIES)}; set spec.model.architecture with model_type set "
+        "to the family whose layout the model shares, plus num_hidden_layers, hidden_size, "
+        "num_attention_heads, num_key_value_heads, intermediate_size, vocab_size and "
+        "max_position_embeddings",
+        field=_FIELD,
+        missing=("model_type",),
+    )
+
+
+@dataclass(frozen=True)
+class _Attention:
+    num_layers: int
+    hidden_size: int
+    num_attention_heads: int
+    num_kv_heads: int
+    head_dim: int
+    vocab_size: int
+    max_lens: tuple[int, ...]
+    """Every context limit the config states (vLLM takes the smallest)."""
+
+
+def _read_attention(r: _Reader, family: _Family) -> _Attention:
+    """The keys every family shares (missing ones are collected in ``r``, not raised)."""
+    num_layers = r.int_("num_hidden_layers")
+    hidden = r.int_("hidden_size")
+    heads = r.int_("num_attention_heads")
+    vocab = r.int_("vocab_size")
+    max_lens = tuple(
+        int(r.values[k]) for k in _MAX_LEN_KEYS if isinstance(r.values.get(k), int | float)
+    )
+    if not max_lens:
+        r.missing.append("max_position_embeddings")
+    kv_heads = r.int_("num_key_value_heads", heads) if family.grouped_kv_heads else heads
+    head_dim = hidden // heads
+    if family.latent_attention:
+        # the query/key head (nope + rope); transformers 5 writes the rope dim as head_dim
+        head_dim = r.int_("qk_nope_head_dim") + r.int_("qk_rope_head_dim")
+    elif family.grouped_kv_heads and r.has("head_dim"):
+        head_dim = r.int_("head_dim")
+    return _Attention(num_layers, hidden, heads, kv_heads, head_dim, vocab, max_lens)
+
+
+def _layout_fields(r: _Reader, family: _Family, moe_layers: tuple[int, ...]) -> _Fields:
+    fields = family.biases(r)
+    if family.qk_norm:
+        fields["qk_norm"] = True
+    if family.norms_per_layer != 2:
+        fields["norms_per_layer"] = family.norms_per_layer
+    fields.update(family.experts(r, moe_layers))
+    return fields
+
+
 def parse_hf_config(
     config: Mapping[str, Any] | None, override: Mapping[str, Any] | None = None
 ) -> ModelArchitecture:
@@ -568,141 +777,46 @@ def parse_hf_config(
     alone, ``config=None``). Raises :class:`SizingError` naming every missing key, or the
     unknown architecture, and saying to set ``spec.model.architecture``.
     """
-    flat, vision, nested = _flatten(config or {})
-    if override:
-        o_flat, o_vision, _ = _flatten(override)
-        flat.update(o_flat)
-        if o_vision is not None:
-            vision = {**(vision or {}), **o_vision}
-    model_type = _model_type(flat)
-    if model_type is None:
-        named = flat.get("model_type") or (flat.get("architectures") or [None])[0]
-        raise SizingError(
-            f"unknown architecture {named!r}: sizing knows the families "
-            f"{', '.join(SUPPORTED_FAMILIES)}; set spec.model.architecture with model_type set "
-            "to the family whose layout the model shares, plus num_hidden_layers, hidden_size, "
-            "num_attention_heads, num_key_value_heads, intermediate_size, vocab_size and "
-            "max_position_embeddings",
-            field=_FIELD,
-            missing=("model_type",),
-        )
-    family = _FAMILY_OF_MODEL_TYPE[model_type]
-    if family == "gemma3" and (nested or model_type == "gemma3_text"):
-        flat = {**_GEMMA3_TEXT_DEFAULTS, **{k: v for k, v in flat.items() if v is not None}}
-    r = _Reader(family, flat)
-
-    num_layers = r.int_("num_hidden_layers")
-    hidden = r.int_("hidden_size")
-    heads = r.int_("num_attention_heads")
-    vocab = r.int_("vocab_size")
-    max_lens = [int(flat[k]) for k in _MAX_LEN_KEYS if isinstance(flat.get(k), int | float)]
-    if not max_lens:
-        r.missing.append("max_position_embeddings")
-    is_mla = family in ("deepseek_v2", "deepseek_v3")
-    kv_heads = heads if family == "gpt_neox" else r.int_("num_key_value_heads", heads)
-    head_dim = hidden // heads
-    if is_mla:
-        # the query/key head (nope + rope); transformers 5 writes the rope dim as head_dim
-        head_dim = r.int_("qk_nope_head_dim") + r.int_("qk_rope_head_dim")
-    elif family != "gpt_neox" and r.has("head_dim"):
-        head_dim = r.int_("head_dim")
-
-    fields: dict[str, Any] = {}
-    moe_layers = _moe_layers(family, r, num_layers)
-    dense_needed = len(moe_layers) < num_layers
+    flat, vision, nested = _merged(config, override)
+    model_type = _known_model_type(flat)
+    name = _FAMILY_OF_MODEL_TYPE[model_type]
+    family = _FAMILIES[name]
+    # A nested text_config, or a bare text config (gemma3_text), is a diff against defaults.
+    if family.text_defaults is not None and (nested or model_type.endswith("_text")):
+        flat = {**family.text_defaults, **{k: v for k, v in flat.items() if v is not None}}
+    r = _Reader(name, flat)
+    a = _read_attention(r, family)
+    moe_layers = _moe_layers(name, r, a.num_layers)
+    dense_needed = len(moe_layers) < a.num_layers
     intermediate = r.int_("intermediate_size", None if dense_needed else 0, minimum=0)
-
-    if family in (
-        "llama",
-        "mistral",
-        "mixtral",
-        "gemma",
-        "gemma2",
-        "gemma3",
-        "qwen3",
-        "qwen3_moe",
-        "phi3",
-    ):
-        bias = r.bool_("attention_bias", False)
-        fields.update(qkv_bias=bias, o_proj_bias=bias)
-        fields["mlp_bias"] = r.bool_("mlp_bias", False)
-    if family in ("qwen2", "qwen2_moe"):
-        fields["qkv_bias"] = True
-    if family in ("qwen3", "qwen3_moe", "gemma3"):
-        fields["qk_norm"] = True
-    if family in ("gemma2", "gemma3"):
-        fields["norms_per_layer"] = 4
-    if family == "gpt_neox":
-        bias = r.bool_("attention_bias", True)
-        fields.update(
-            qkv_bias=bias, o_proj_bias=bias, mlp_bias=True, gated_mlp=False, norm_bias=True
-        )
-
-    if family == "mixtral":
-        fields.update(
-            num_experts=r.int_("num_local_experts"),
-            num_experts_per_tok=r.int_("num_experts_per_tok"),
-            moe_intermediate_size=r.int_("intermediate_size"),
-        )
-    elif family in ("qwen2_moe", "qwen3_moe"):
-        fields.update(
-            num_experts=r.int_("num_experts"),
-            num_experts_per_tok=r.int_("num_experts_per_tok"),
-            moe_intermediate_size=r.int_("moe_intermediate_size"),
-        )
-        if family == "qwen2_moe":
-            shared = r.int_("shared_expert_intermediate_size", 0, minimum=0)
-            fields.update(
-                shared_expert_intermediate_size=shared,
-                num_shared_experts=1 if shared else 0,
-                shared_expert_gate=bool(shared),
-            )
-    elif is_mla:
-        fields.update(
-            kv_lora_rank=r.int_("kv_lora_rank"),
-            q_lora_rank=r.int_("q_lora_rank", 0, minimum=0) or None,
-            qk_nope_head_dim=r.int_("qk_nope_head_dim"),
-            qk_rope_head_dim=r.int_("qk_rope_head_dim"),
-            v_head_dim=r.int_("v_head_dim"),
-        )
-        if moe_layers:
-            shared = r.int_("n_shared_experts", 0, minimum=0)
-            moe_width = r.int_("moe_intermediate_size")
-            fields.update(
-                num_experts=r.int_("n_routed_experts"),
-                num_experts_per_tok=r.int_("num_experts_per_tok"),
-                moe_intermediate_size=moe_width,
-                num_shared_experts=shared,
-                shared_expert_intermediate_size=shared * moe_width,
-                router_bias=flat.get("topk_method") == "noaux_tc",
-            )
+    fields = _layout_fields(r, family, moe_layers)
     r.check()
 
-    if not is_mla and heads % kv_heads != 0:
+    if not family.latent_attention and a.num_attention_heads % a.num_kv_heads != 0:
         raise SizingError(
-            f"num_attention_heads ({heads}) must be a multiple of num_key_value_heads "
-            f"({kv_heads}); fix spec.model.architecture",
+            f"num_attention_heads ({a.num_attention_heads}) must be a multiple of "
+            f"num_key_value_heads ({a.num_kv_heads}); fix spec.model.architecture",
             field=_FIELD,
         )
-    window, sliding = _sliding_layers(family, r, num_layers)
-    max_position = min(max_lens)
+    window, sliding = _sliding_layers(name, r, a.num_layers)
+    max_position = min(a.max_lens)
     if window is not None and window >= max_position:
         window, sliding = None, ()  # a window as long as the context never slides
     rope_type, rope_factor, rope_original = _rope(flat)
     quant_method, block_size = _quantization(flat)
     vision_params = 0
-    if family == "gemma3" and vision is not None:
-        vision_params = _siglip_parameters(vision, hidden)
+    if family.vision_parameters is not None and vision is not None:
+        vision_params = family.vision_parameters(vision, a.hidden_size)
     return ModelArchitecture(
-        family=family,
-        num_layers=num_layers,
-        hidden_size=hidden,
-        num_attention_heads=heads,
-        num_kv_heads=kv_heads,
-        head_dim=head_dim,
+        family=name,
+        num_layers=a.num_layers,
+        hidden_size=a.hidden_size,
+        num_attention_heads=a.num_attention_heads,
+        num_kv_heads=a.num_kv_heads,
+        head_dim=a.head_dim,
         intermediate_size=intermediate,
-        vocab_size=vocab,
-        tie_word_embeddings=r.bool_("tie_word_embeddings", _TIE_DEFAULT.get(family, False)),
+        vocab_size=a.vocab_size,
+        tie_word_embeddings=r.bool_("tie_word_embeddings", family.tied_embeddings),
         max_position_embeddings=max_position,
         torch_dtype=_dtype(flat),
         rope_scaling_type=rope_type,
