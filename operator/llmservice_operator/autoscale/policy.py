@@ -86,9 +86,9 @@ clears within an eighth of a request's duration; beyond it the replica counts as
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from ..api.spec import ScalingBehavior, ScalingSpec
 from ..api.status import AutoscalingStatus
@@ -397,21 +397,57 @@ def estimate_load(
 
     ``saturated_since`` is when the replicas began queueing beyond the target (the history's):
     at ``now`` a minute later their completion rates teach ``mu``."""
-    ceiling = config.kv_cache_usage_ceiling
-    target = config.target_queue_depth
-    queueing = [s for s in samples if s.waiting > target and s.completion_rate]
+    queueing = [s for s in samples if s.waiting > config.target_queue_depth and s.completion_rate]
     completions = [s.completion_rate for s in samples if s.completion_rate is not None]
-    # A replica queueing beyond the target is full: what it completes is what a full replica
-    # does, once its whole rate window was spent full: the replicas have queued for a window
-    # without a break, and this one has been Ready that long (else the rate reads part of a
-    # window, the load from before the queue, or a young series: a burst's first evaluations
-    # would learn a throughput many times too low and plan maxReplicas for any load after).
-    # The median, so one replica the balancer just filled does not drag it down.
     full_for_a_window = (
         saturated_since is not None
         and now is not None
         and now - saturated_since >= RATE_WINDOW_SECONDS
     )
+    learned_now = _learned_now(queueing, full_for_a_window, learned_throughput)
+    throughput = learned_now or learned_throughput
+    fleet = _fleet(config, samples, ready, gateway_waiting, arrival_rate, completions)
+    demand = _Demand(fleet, throughput)
+    n_fit = _fewest_replicas(config, demand, 1.0, headroom=True)
+    n_base = _fewest_replicas(config, demand, 1.0, headroom=False)
+    down = 1 - DOWN_TOLERANCE
+    queue_over = fleet.queue_over
+    return LoadEstimate(
+        load=fleet.load,
+        waiting=fleet.waiting,
+        arrival_rate=fleet.arrival_rate,
+        full=fleet.full,
+        throughput=throughput,
+        kv_total=fleet.kv_total,
+        n_conc=_ceil(fleet.load / (config.kv_cache_usage_ceiling * fleet.full)),
+        n_kv=_ceil(fleet.kv_total / config.kv_cache_usage_ceiling),
+        n_rate=_replicas_for_rate(config, demand, 1.0, headroom=True),
+        n_fit=n_fit,
+        n_down=n_fit if queue_over else max(n_fit, _fewest_replicas(config, demand, down, True)),
+        idle=fleet.load == 0 and fleet.arrival_rate == 0,
+        saturated=learned_now is not None,
+        queueing=bool(queueing),
+        queue_over=queue_over,
+        capacity_known=throughput is not None or not completions,
+        n_base=n_base,
+        n_base_down=(
+            n_base if queue_over else max(n_base, _fewest_replicas(config, demand, down, False))
+        ),
+    )
+
+
+def _learned_now(
+    queueing: Sequence[ReplicaSample], full_for_a_window: bool, learned: float | None
+) -> float | None:
+    """A full replica's throughput as this evaluation measures it (smoothed), else None.
+
+    A replica queueing beyond the target is full: what it completes is what a full replica
+    does, once its whole rate window was spent full: the replicas have queued for a window
+    without a break, and this one has been Ready that long (else the rate reads part of a
+    window, the load from before the queue, or a young series: a burst's first evaluations
+    would learn a throughput many times too low and plan maxReplicas for any load after).
+    The median, so one replica the balancer just filled does not drag it down.
+    """
     seen = sorted(
         s.completion_rate
         for s in queueing
@@ -419,13 +455,39 @@ def estimate_load(
         and s.completion_rate
         and (s.ready_seconds is None or s.ready_seconds >= RATE_WINDOW_SECONDS)
     )
-    learned_now = seen[len(seen) // 2] if seen else None
-    if learned_now is not None and learned_throughput is not None:
-        # Smoothed: a rate window that began before the queue did reads low for a while.
-        learned_now = (1 - LEARNING_RATE) * learned_throughput + LEARNING_RATE * learned_now
-    throughput = learned_now or learned_throughput
-    capacity_known = throughput is not None or not completions
+    if not seen:
+        return None
+    median = seen[len(seen) // 2]
+    if learned is None:
+        return median
+    # Smoothed: a rate window that began before the queue did reads low for a while.
+    return (1 - LEARNING_RATE) * learned + LEARNING_RATE * median
 
+
+@dataclass(frozen=True)
+class _Fleet:
+    """What the ready replicas hold, extrapolated over those that sent no sample."""
+
+    load: float
+    """D: sequences running or waiting, plus requests held upstream."""
+    waiting: float
+    kv_total: float
+    full: float
+    """F: the mean sequences a replica holds when full."""
+    arrival_rate: float | None
+    """lambda: measured, or the replicas' completions when every replica reports them."""
+    ready: int
+    queue_over: bool
+
+
+def _fleet(
+    config: PolicyConfig,
+    samples: Sequence[ReplicaSample],
+    ready: int,
+    gateway_waiting: int,
+    arrival_rate: float | None,
+    completions: Sequence[float],
+) -> _Fleet:
     fulls: list[float] = []
     running = waiting = kv_total = 0.0
     kv_count = 0
@@ -441,161 +503,171 @@ def estimate_load(
         waiting += s.waiting
     scale = ready / len(samples) if samples and ready > len(samples) else 1.0
     kv_scale = ready / kv_count if kv_count and ready > kv_count else 1.0
-    full_mean = sum(fulls) / len(fulls) if fulls else float(config.max_num_seqs)
-    load = (running + waiting) * scale + gateway_waiting
-    waiting_total = waiting * scale + gateway_waiting
-    kv_total *= kv_scale
     if arrival_rate is None and samples and len(completions) == len(samples):
         arrival_rate = sum(completions) * scale
-    queue_over = ready > 0 and waiting * scale / ready > target
-
-    utilization = config.target_utilization
-
-    def for_rate(rate: float, mu: float, slack: float, headroom: bool) -> int:
-        """Replicas for ``rate`` (and the queue) at ``slack`` x the utilization target, plus
-        the burst headroom for it."""
-        r = (rate + waiting_total / DRAIN_SECONDS) / mu
-        if headroom:
-            return _ceil(planned_replicas(config, r, slack))
-        return _ceil(r / (slack * utilization))
-
-    def fewest(slack: float, headroom: bool) -> int:
-        """Replicas to stay ``slack`` (1 = none) under the ceiling and the utilization target,
-        with the burst headroom or without."""
-        level = ceiling * slack
-        n = max(_ceil(load / (level * full_mean)), _ceil(kv_total / level))
-        if arrival_rate is not None and throughput:
-            n = max(n, for_rate(arrival_rate, throughput, slack, headroom))
-        if queue_over:  # the ready replicas are full: at least one more, whatever the model says
-            n = max(n, ready + 1)
-        return n
-
-    n_rate = None
-    if arrival_rate is not None and throughput:
-        n_rate = for_rate(arrival_rate, throughput, 1.0, True)
-    n_fit = fewest(1.0, True)
-    n_base = fewest(1.0, False)
-    down = 1 - DOWN_TOLERANCE
-    return LoadEstimate(
-        load=load,
-        waiting=waiting_total,
+    return _Fleet(
+        load=(running + waiting) * scale + gateway_waiting,
+        waiting=waiting * scale + gateway_waiting,
+        kv_total=kv_total * kv_scale,
+        full=sum(fulls) / len(fulls) if fulls else float(config.max_num_seqs),
         arrival_rate=arrival_rate,
-        full=full_mean,
-        throughput=throughput,
-        kv_total=kv_total,
-        n_conc=_ceil(load / (ceiling * full_mean)),
-        n_kv=_ceil(kv_total / ceiling),
-        n_rate=n_rate,
-        n_fit=n_fit,
-        n_down=n_fit if queue_over else max(n_fit, fewest(down, True)),
-        idle=load == 0 and arrival_rate == 0,
-        saturated=learned_now is not None,
-        queueing=bool(queueing),
-        queue_over=queue_over,
-        capacity_known=capacity_known,
-        n_base=n_base,
-        n_base_down=n_base if queue_over else max(n_base, fewest(down, False)),
+        ready=ready,
+        queue_over=ready > 0 and waiting * scale / ready > config.target_queue_depth,
     )
+
+
+@dataclass(frozen=True)
+class _Demand:
+    fleet: _Fleet
+    throughput: float | None
+    """mu, learned now or before; None (or 0) when unknown."""
+
+
+def _replicas_for_rate(
+    config: PolicyConfig, demand: _Demand, slack: float, headroom: bool
+) -> int | None:
+    """Replicas for the arrival rate (and the queue) at ``slack`` x the utilization target,
+    plus the burst headroom for it; None when the rate or a full replica's throughput is
+    unknown."""
+    fleet, mu = demand.fleet, demand.throughput
+    if fleet.arrival_rate is None or not mu:
+        return None
+    r = (fleet.arrival_rate + fleet.waiting / DRAIN_SECONDS) / mu
+    if headroom:
+        return _ceil(planned_replicas(config, r, slack))
+    return _ceil(r / (slack * config.target_utilization))
+
+
+def _fewest_replicas(config: PolicyConfig, demand: _Demand, slack: float, headroom: bool) -> int:
+    """Replicas to stay ``slack`` (1 = none) under the ceiling and the utilization target,
+    with the burst headroom or without."""
+    fleet = demand.fleet
+    level = config.kv_cache_usage_ceiling * slack
+    n = max(_ceil(fleet.load / (level * fleet.full)), _ceil(fleet.kv_total / level))
+    for_rate = _replicas_for_rate(config, demand, slack, headroom)
+    if for_rate is not None:
+        n = max(n, for_rate)
+    if fleet.queue_over:  # the ready replicas are full: at least one more, whatever the model says
+        n = max(n, fleet.ready + 1)
+    return n
 
 
 def decide(config: PolicyConfig, inputs: ScalingInputs) -> ScaleDecision:
     """One evaluation: the desired replica count, why, and the history to persist."""
-    now = inputs.now
-    current = inputs.current
-    up, down = config.scale_up, config.scale_down
-    lo, hi = config.min_replicas, config.max_replicas
-    samples = inputs.samples
-
-    def finish(
-        desired: int,
-        rec: int | None,
-        reason: str,
-        degraded: bool,
-        load: LoadEstimate | None,
-        recorded: int | None = None,
-    ) -> ScaleDecision:
-        clamped = min(max(desired, lo), hi)
-        if clamped != desired:
-            bound = "minReplicas" if clamped == lo else "maxReplicas"
-            reason = f"{reason}; held within {bound} {clamped}"
-        change = clamped - current
-        history = inputs.history.record(
-            now,
-            rec if recorded is None else recorded,
-            change,
-            up_window=up.stabilization_window_seconds,
-            down_window=down.stabilization_window_seconds,
-            event_horizon=max(up.period_seconds, down.period_seconds),
-            throughput=_relearned(inputs.history.throughput, load, now),
-            saturated=None if load is None else load.queueing,
-        )
-        direction: Direction = "up" if change > 0 else "down" if change < 0 else "hold"
-        return ScaleDecision(clamped, rec, direction, reason, degraded, history, load)
-
-    # -- no data: hold -----------------------------------------------------------------------
-    if inputs.ready > 0 and not samples:
-        why = "the metrics source is unavailable" if samples is None else "no ready replica "
-        if samples is not None:
-            why += "reported metrics"
-        return finish(
-            current,
-            None,
-            f"holding {current} replicas: {why}; never scaling down without data",
-            True,
-            None,
-        )
-
-    present = samples or ()
+    if inputs.ready > 0 and not inputs.samples:
+        return _hold_without_data(config, inputs)
     history = inputs.history
     load = estimate_load(
         config,
-        present,
+        inputs.samples or (),
         inputs.ready,
         inputs.gateway_waiting,
         inputs.arrival_rate,
         history.throughput[1] if history.throughput else None,
-        now,
+        inputs.now,
         history.saturated_since,
     )
-    partial = 0 < len(present) < inputs.ready or inputs.arrival_rate_missing
-    waiting_loading = inputs.ready == 0 and current > 0
+    partial = 0 < len(inputs.samples or ()) < inputs.ready or inputs.arrival_rate_missing
+    rec = _recommend(config, inputs, load, load.n_fit, load.n_down, partial)
+    # The same without the burst headroom: what the load measured now needs.
+    base = min(rec, _recommend(config, inputs, load, load.n_base, load.n_base_down, partial))
+    target, recorded = _stabilized(config, inputs, rec, base)
+    desired, limited = _rate_limited(config, inputs, target)
+    reason = _reason(_Explanation(config, inputs, load, rec, target, desired, limited, partial))
+    return _finish(config, inputs, desired, rec, reason, partial, load, recorded)
 
-    # -- the unstabilized recommendation -------------------------------------------------------
-    # Over the targets: go to where they hold. Fits on fewer with room to spare: go there.
-    # Between the two: stay (hysteresis).
+
+def _finish(
+    config: PolicyConfig,
+    inputs: ScalingInputs,
+    desired: int,
+    rec: int | None,
+    reason: str,
+    degraded: bool,
+    load: LoadEstimate | None,
+    recorded: int | None,
+) -> ScaleDecision:
+    """The decision for ``desired`` held within the bounds, with the history to persist."""
+    lo, hi = config.min_replicas, config.max_replicas
+    up, down = config.scale_up, config.scale_down
+    clamped = min(max(desired, lo), hi)
+    if clamped != desired:
+        bound = "minReplicas" if clamped == lo else "maxReplicas"
+        reason = f"{reason}; held within {bound} {clamped}"
+    change = clamped - inputs.current
+    history = inputs.history.record(
+        inputs.now,
+        recorded,
+        change,
+        up_window=up.stabilization_window_seconds,
+        down_window=down.stabilization_window_seconds,
+        event_horizon=max(up.period_seconds, down.period_seconds),
+        throughput=_relearned(inputs.history.throughput, load, inputs.now),
+        saturated=None if load is None else load.queueing,
+    )
+    direction: Direction = "up" if change > 0 else "down" if change < 0 else "hold"
+    return ScaleDecision(clamped, rec, direction, reason, degraded, history, load)
+
+
+def _hold_without_data(config: PolicyConfig, inputs: ScalingInputs) -> ScaleDecision:
+    """Ready replicas but no samples: hold the current count, never scale down blind."""
+    current = inputs.current
+    if inputs.samples is None:
+        why = "the metrics source is unavailable"
+    else:
+        why = "no ready replica reported metrics"
+    reason = f"holding {current} replicas: {why}; never scaling down without data"
+    return _finish(config, inputs, current, None, reason, True, None, None)
+
+
+def _recommend(
+    config: PolicyConfig,
+    inputs: ScalingInputs,
+    load: LoadEstimate,
+    n_fit: int,
+    n_down: int,
+    partial: bool,
+) -> int:
+    """The unstabilized recommendation: over the targets, go to where they hold; fits on
+    fewer with room to spare, go there; between the two, stay (hysteresis)."""
+    current = inputs.current
+    lo, hi = config.min_replicas, config.max_replicas
     if current == 0:  # activation needs evidence of demand; unknown arrivals are not demand
         floor = 1 if load.load > 0 or (inputs.arrival_rate or 0) > 0 else 0
     else:  # scale to zero needs proof of idleness; unknown arrivals are not proof
         floor = 0 if load.idle else 1
+    if n_fit > current:
+        rec = n_fit
+    elif n_down < current and (load.capacity_known or load.idle):
+        rec = n_down
+    else:
+        rec = current
+    rec = min(max(rec, floor, lo), hi)
+    waiting_for_loading = inputs.ready == 0 and current > 0
+    if partial or waiting_for_loading:
+        rec = max(rec, min(current, hi))
+    return rec
 
-    def recommend(n_fit: int, n_down: int) -> int:
-        if n_fit > current:
-            rec = n_fit
-        elif n_down < current and (load.capacity_known or load.idle):
-            rec = n_down
-        else:
-            rec = current
-        rec = min(max(rec, floor, lo), hi)
-        if partial or waiting_loading:
-            rec = max(rec, min(current, hi))
-        return rec
 
-    rec = recommend(load.n_fit, load.n_down)
-    # The same without the burst headroom: what the load measured now needs.
-    base = min(rec, recommend(load.n_base, load.n_base_down))
+def _stabilized(
+    config: PolicyConfig, inputs: ScalingInputs, rec: int, base: int
+) -> tuple[int, int]:
+    """(the stabilized target, the recommendation to remember), with HPA semantics.
 
-    # -- stabilization (HPA semantics) ---------------------------------------------------------
-    # Scale-down follows the highest recommendation of its window. With no recommendation in
-    # the window (first evaluation, a restart after a long outage, data just back) the window
-    # starts now: this evaluation counts as recommending at least the current count, so the
-    # first scale-down comes one full window later, never from a single sample.
-    # The window remembers the base recommendations (the load at the utilization target); the
-    # burst headroom follows the load measured now, with the 15% hysteresis: a
-    # peak holds the replicas it needed for a whole window, not its headroom as well.
+    Scale-down follows the highest recommendation of its window. With no recommendation in
+    the window (first evaluation, a restart after a long outage, data just back) the window
+    starts now: this evaluation counts as recommending at least the current count, so the
+    first scale-down comes one full window later, never from a single sample.
+    The window remembers the base recommendations (the load at the utilization target); the
+    burst headroom follows the load measured now, with the 15% hysteresis: a peak holds the
+    replicas it needed for a whole window, not its headroom as well.
+    """
+    now, current = inputs.now, inputs.current
+    up, down = config.scale_up, config.scale_down
     recent_down = inputs.history.recommendations_since(now - down.stabilization_window_seconds)
     recorded = base
     if not recent_down and down.stabilization_window_seconds > 0 and current > base:
-        recorded = min(current, hi)
+        recorded = min(current, config.max_replicas)
     # A scale-up window compares its base recommendations, plus the headroom wanted now.
     headroom = rec - base
     recent_up = inputs.history.recommendations_since(now - up.stabilization_window_seconds)
@@ -606,115 +678,204 @@ def decide(config: PolicyConfig, inputs: ScalingInputs) -> ScaleDecision:
         target = up_bound
     if target > down_bound:
         target = down_bound
+    return target, recorded
 
-    # -- rate limits ---------------------------------------------------------------------------
-    desired = target
-    limited = False
+
+def _rate_limited(config: PolicyConfig, inputs: ScalingInputs, target: int) -> tuple[int, bool]:
+    """(the count the rate limits allow on the way to ``target``, whether they held it back)."""
+    now, current = inputs.now, inputs.current
+    up, down = config.scale_up, config.scale_down
     if target > current and current > 0:
         added, removed = inputs.history.changes_since(now - up.period_seconds)
         limit = max(current - added + removed + up.max_replicas_per_period, current)
         if target > limit:
-            desired, limited = limit, True
+            return limit, True
     elif target < current:
         added, removed = inputs.history.changes_since(now - down.period_seconds)
         limit = min(current - added + removed - down.max_replicas_per_period, current)
         if target < limit:
-            desired, limited = limit, True
-
-    reason = _reason(config, inputs, load, rec, target, desired, limited, partial)
-    return finish(desired, rec, reason, partial, load, recorded)
+            return limit, True
+    return target, False
 
 
-def _reason(
-    config: PolicyConfig,
-    inputs: ScalingInputs,
-    load: LoadEstimate,
-    rec: int,
-    target: int,
-    desired: int,
-    limited: bool,
-    partial: bool,
-) -> str:
-    current, ready, loading = inputs.current, inputs.ready, inputs.loading
-    up, down = config.scale_up, config.scale_down
-    ceiling = config.kv_cache_usage_ceiling
-    per_ready = load.waiting / ready if ready else load.waiting
-    kv_mean = load.kv_total / ready if ready else 0.0
-    replicas = "replica" if ready == 1 else "replicas"
-    situation = (
-        f"{load.waiting:g} waiting over {ready} ready {replicas} ({per_ready:.1f} each, "
-        f"target {config.target_queue_depth:g}), KV {kv_mean:.0%} (ceiling {ceiling:.0%})"
-    )
-    if load.arrival_rate is not None:
-        situation += f", {load.arrival_rate:.3g} req/s arriving"
-        if load.throughput:
-            situation += f" for replicas that complete {load.throughput:.3g} req/s when full"
-    fit = f"{load.n_fit} replica{'' if load.n_fit == 1 else 's'} carry it within the targets"
-    if load.n_fit > load.n_base:
-        fit += (
-            f" ({load.n_base} at {config.target_utilization:.0%} utilization, "
-            f"{load.n_fit - load.n_base} more for burst headroom)"
+# -- the reason ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Explanation:
+    """One evaluation, as the reason sentence describes it."""
+
+    config: PolicyConfig
+    inputs: ScalingInputs
+    load: LoadEstimate
+    rec: int
+    target: int
+    desired: int
+    limited: bool
+    partial: bool
+
+    @property
+    def current(self) -> int:
+        return self.inputs.current
+
+    @property
+    def kv_mean(self) -> float:
+        ready = self.inputs.ready
+        return self.load.kv_total / ready if ready else 0.0
+
+    @property
+    def situation(self) -> str:
+        """What the replicas show: queue, KV usage, arrivals and throughput."""
+        load, ready, config = self.load, self.inputs.ready, self.config
+        per_ready = load.waiting / ready if ready else load.waiting
+        replicas = "replica" if ready == 1 else "replicas"
+        text = (
+            f"{load.waiting:g} waiting over {ready} ready {replicas} ({per_ready:.1f} each, "
+            f"target {config.target_queue_depth:g}), KV {self.kv_mean:.0%} "
+            f"(ceiling {config.kv_cache_usage_ceiling:.0%})"
         )
-    fit_down = (
-        f"{load.n_down} replica{'' if load.n_down == 1 else 's'} would carry it with "
-        f"{DOWN_TOLERANCE:.0%} to spare"
-    )
-    note = ""
-    if inputs.arrival_rate_missing:
-        note = "; the arrival rate is unavailable, so not scaling down"
-    elif partial:
-        note = "; some ready replicas sent no metrics, so not scaling down"
-    if current == 0 and desired > 0 and (inputs.gateway_waiting or inputs.arrival_rate):
-        return (
-            f"activating 0 -> {desired}: {inputs.gateway_waiting} request(s) waiting, "
-            f"{inputs.arrival_rate or 0:.2g}/s arriving while scaled to zero"
-        )
-    if desired > current:
-        if current == 0:
-            return f"scale up 0 -> {desired}: minReplicas"
-        kv_only = load.n_kv > current >= (load.n_rate or 0) and not load.queue_over
-        why = f"KV usage {kv_mean:.0%} above the ceiling {ceiling:.0%}" if kv_only else situation
-        text = f"scale up {current} -> {desired}: {why}; {fit}"
-        if loading:
-            text += f" (the {loading} loading already counted)"
-        if limited:
-            text += (
-                f"; rate-limited from {target} (at most {up.max_replicas_per_period} "
-                f"per {up.period_seconds}s)"
-            )
-        if load.n_fit > config.max_replicas:
-            text += f"; capped by maxReplicas {config.max_replicas}"
-        return text + note
-    if desired < current:
-        if rec == 0:
-            text = f"scale down {current} -> {desired}: idle (nothing running, waiting or arriving)"
-        else:
-            text = f"scale down {current} -> {desired}: {fit_down}"
-        if target < desired:
-            text += f" (at most {down.max_replicas_per_period} per {down.period_seconds}s)"
+        if load.arrival_rate is not None:
+            text += f", {load.arrival_rate:.3g} req/s arriving"
+            if load.throughput:
+                text += f" for replicas that complete {load.throughput:.3g} req/s when full"
         return text
-    # hold
-    if ready == 0 and current > 0:
-        return f"holding {current}: waiting for replicas to load"
-    if rec > current:
-        if limited:
-            return f"holding {current}: scale-up rate limit reached; {situation}{note}"
+
+    @property
+    def fit(self) -> str:
+        load = self.load
+        text = f"{load.n_fit} replica{'' if load.n_fit == 1 else 's'} carry it within the targets"
+        if load.n_fit > load.n_base:
+            text += (
+                f" ({load.n_base} at {self.config.target_utilization:.0%} utilization, "
+                f"{load.n_fit - load.n_base} more for burst headroom)"
+            )
+        return text
+
+    @property
+    def fit_down(self) -> str:
+        n_down = self.load.n_down
         return (
-            f"holding {current}: {rec} recommended, waiting for the scale-up stabilization "
-            f"window ({up.stabilization_window_seconds}s) to agree; {situation}{note}"
+            f"{n_down} replica{'' if n_down == 1 else 's'} would carry it with "
+            f"{DOWN_TOLERANCE:.0%} to spare"
         )
-    if rec < current:
-        if limited:
-            return f"holding {current}: scale-down rate limit reached; {fit_down}"
-        return (
-            f"holding {current}: {fit_down}, but the last {down.stabilization_window_seconds}s "
-            f"recommended up to {target}"
+
+    @property
+    def note(self) -> str:
+        """Why a scale-down is off the table, when data is missing."""
+        if self.inputs.arrival_rate_missing:
+            return "; the arrival rate is unavailable, so not scaling down"
+        if self.partial:
+            return "; some ready replicas sent no metrics, so not scaling down"
+        return ""
+
+
+def _activating(e: _Explanation) -> str:
+    inputs = e.inputs
+    return (
+        f"activating 0 -> {e.desired}: {inputs.gateway_waiting} request(s) waiting, "
+        f"{inputs.arrival_rate or 0:.2g}/s arriving while scaled to zero"
+    )
+
+
+def _scaling_up(e: _Explanation) -> str:
+    load, config, loading = e.load, e.config, e.inputs.loading
+    ceiling = config.kv_cache_usage_ceiling
+    kv_only = load.n_kv > e.current >= (load.n_rate or 0) and not load.queue_over
+    why = f"KV usage {e.kv_mean:.0%} above the ceiling {ceiling:.0%}" if kv_only else e.situation
+    text = f"scale up {e.current} -> {e.desired}: {why}; {e.fit}"
+    if loading:
+        text += f" (the {loading} loading already counted)"
+    if e.limited:
+        up = config.scale_up
+        text += (
+            f"; rate-limited from {e.target} (at most {up.max_replicas_per_period} "
+            f"per {up.period_seconds}s)"
         )
-    if loading and (load.queue_over or load.n_fit > ready):
-        return f"holding {current}: {situation}; the {loading} loading cover it{note}"
-    if load.n_down < current and not load.capacity_known and not load.idle:
-        return (
-            f"holding {current}: {situation}; not scaling down before a full replica's "
-            "throughput is known (learned when replicas queue beyond the target)"
-        )
-    return f"holding {current}: {situation}{note}"
+    if load.n_fit > config.max_replicas:
+        text += f"; capped by maxReplicas {config.max_replicas}"
+    return text + e.note
+
+
+def _scaling_down(e: _Explanation) -> str:
+    why = "idle (nothing running, waiting or arriving)" if e.rec == 0 else e.fit_down
+    text = f"scale down {e.current} -> {e.desired}: {why}"
+    if e.target < e.desired:
+        down = e.config.scale_down
+        text += f" (at most {down.max_replicas_per_period} per {down.period_seconds}s)"
+    return text
+
+
+def _holding(e: _Explanation, why: str) -> str:
+    return f"holding {e.current}: {why}"
+
+
+class _Rule(NamedTuple):
+    applies: Callable[[_Explanation], bool]
+    says: Callable[[_Explanation], str]
+
+
+#: The reason of a decision: the first rule that applies says it. Order matters: a change
+#: before a hold, and among the holds the most specific cause first.
+_REASONS = (
+    _Rule(
+        lambda e: (
+            e.current == 0
+            and e.desired > 0
+            and bool(e.inputs.gateway_waiting or e.inputs.arrival_rate)
+        ),
+        _activating,
+    ),
+    _Rule(
+        lambda e: e.desired > e.current == 0,
+        lambda e: f"scale up 0 -> {e.desired}: minReplicas",
+    ),
+    _Rule(lambda e: e.desired > e.current, _scaling_up),
+    _Rule(lambda e: e.desired < e.current, _scaling_down),
+    _Rule(
+        lambda e: e.inputs.ready == 0 and e.current > 0,
+        lambda e: _holding(e, "waiting for replicas to load"),
+    ),
+    _Rule(
+        lambda e: e.rec > e.current and e.limited,
+        lambda e: _holding(e, f"scale-up rate limit reached; {e.situation}{e.note}"),
+    ),
+    _Rule(
+        lambda e: e.rec > e.current,
+        lambda e: _holding(
+            e,
+            f"{e.rec} recommended, waiting for the scale-up stabilization window "
+            f"({e.config.scale_up.stabilization_window_seconds}s) to agree; "
+            f"{e.situation}{e.note}",
+        ),
+    ),
+    _Rule(
+        lambda e: e.rec < e.current and e.limited,
+        lambda e: _holding(e, f"scale-down rate limit reached; {e.fit_down}"),
+    ),
+    _Rule(
+        lambda e: e.rec < e.current,
+        lambda e: _holding(
+            e,
+            f"{e.fit_down}, but the last {e.config.scale_down.stabilization_window_seconds}s "
+            f"recommended up to {e.target}",
+        ),
+    ),
+    _Rule(
+        lambda e: bool(e.inputs.loading) and (e.load.queue_over or e.load.n_fit > e.inputs.ready),
+        lambda e: _holding(e, f"{e.situation}; the {e.inputs.loading} loading cover it{e.note}"),
+    ),
+    _Rule(
+        lambda e: e.load.n_down < e.current and not e.load.capacity_known and not e.load.idle,
+        lambda e: _holding(
+            e,
+            f"{e.situation}; not scaling down before a full replica's throughput is known "
+            "(learned when replicas queue beyond the target)",
+        ),
+    ),
+    _Rule(lambda e: True, lambda e: _holding(e, f"{e.situation}{e.note}")),
+)
+
+
+def _reason(e: _Explanation) -> str:
+    """A sentence for ``status.autoscaling.reason``: what changed (or not), and why."""
+    return next(rule.says(e) for rule in _REASONS if rule.applies(e))
