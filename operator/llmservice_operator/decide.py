@@ -271,11 +271,7 @@ def decide(
     rescaled: Event | None = None
     if scaling is not None:
         total = scaling.total
-        before = current.autoscaling
-        if before is not None and before.desired_replicas != total:
-            # What the HPA controller reports as SuccessfulRescale: `kubectl describe` and
-            # `kubectl get events` show when and why, after the status has moved on.
-            rescaled = Event("Normal", "Rescaled", scaling.status.reason)
+        rescaled = _rescaled_event(current, scaling)
         current = current.model_copy(update={"autoscaling": scaling.status})
     else:
         total = _total_replicas(service, current, deployments)
@@ -308,26 +304,20 @@ def decide(
         decision.events.append(rescaled)
     _desired_objects(decision, snapshot, plan, template, revision, rollout)
     decision.events.extend(Event(e.type, e.reason, e.message) for e in rollout.events)
-    serving = [deployments.get(r) for r in rollout.replicas]
-    replicas = sum(_replicas(d, "replicas") for d in serving)
-    ready = sum(_replicas(d, "readyReplicas") for d in serving)
-    status = _status(
-        service=service,
-        plan=plan,
-        current=current,
-        now=now,
-        generation=generation,
-        rollout=rollout,
-        replicas=replicas,
-        ready=ready,
-        target=total,
-        unschedulable=_unschedulable_message(snapshot.pods),
-        decision=decision,
-        missing_apis=snapshot.missing_apis,
-        scaling=scaling,
-    )
+    serving = _serving(snapshot, deployments, rollout, total)
+    writer = _ConditionWriter(list(current.conditions), now, generation, decision.events)
+    status = _status(service, plan, current, rollout, serving, scaling, writer, generation)
     decision.status = status.model_dump(by_alias=True, mode="json")
     return decision
+
+
+def _rescaled_event(current: LLMServiceStatus, scaling: ScalingOutcome) -> Event | None:
+    """What the HPA controller reports as SuccessfulRescale: `kubectl describe` and `kubectl
+    get events` show when and why, after the status has moved on."""
+    before = current.autoscaling
+    if before is not None and before.desired_replicas != scaling.total:
+        return Event("Normal", "Rescaled", scaling.status.reason)
+    return None
 
 
 def _desired_objects(
@@ -386,104 +376,156 @@ def _desired_objects(
             decision.delete.append((obj.get("apiVersion", ""), kind, obj_name))
 
 
-def _status(
-    *,
-    service: LLMService,
-    plan: ServicePlan,
-    current: LLMServiceStatus,
-    now: datetime,
-    generation: int | None,
-    rollout: RolloutDecision,
-    replicas: int,
-    ready: int,
-    target: int,
-    unschedulable: str | None,
-    decision: Decision,
-    missing_apis: frozenset[str],
-    scaling: ScalingOutcome | None,
-) -> LLMServiceStatus:
-    conditions: list[Condition] = list(current.conditions)
+@dataclass(frozen=True)
+class _Serving:
+    """What the revisions that serve show, against what the load needs."""
 
-    def put(type_: str, status: ConditionStatus, reason: str, message: str) -> None:
-        nonlocal conditions
-        before = find(conditions, type_)
-        conditions = set_condition(conditions, type_, status, reason, message, now, generation)
+    replicas: int
+    ready: int
+    target: int
+    unschedulable: str | None
+    missing_apis: frozenset[str]
+
+
+@dataclass
+class _ConditionWriter:
+    """Sets conditions one by one, and says (as an Event) each that turns True worth saying."""
+
+    conditions: list[Condition]
+    now: datetime
+    generation: int | None
+    events: list[Event]
+
+    def put(self, type_: str, status: ConditionStatus, reason: str, message: str) -> None:
+        before = find(self.conditions, type_)
+        self.conditions = set_condition(
+            self.conditions, type_, status, reason, message, self.now, self.generation
+        )
         changed = before is None or before.status != status or before.reason != reason
         if changed and status == "True" and type_ in _EVENT_ON_TRUE:
             kind = "Warning" if type_ in ("Degraded", "ScalingDegraded") else "Normal"
             event = Event(kind, reason if kind == "Warning" else type_, message)
             # Not twice: the rollout already said it (e.g. RolledBack) in this decision.
-            if not any((e.type, e.reason) == (event.type, event.reason) for e in decision.events):
-                decision.events.append(event)
+            if not any((e.type, e.reason) == (event.type, event.reason) for e in self.events):
+                self.events.append(event)
 
-    put("InvalidSpec", "False", "Valid", "")
-    put("Sized", "True", "Fits", plan.sizing.summary())
-    needed = max(1, min(target, service.spec.scaling.min_replicas or 1)) if target else 0
-    if ready >= needed and (ready > 0 or target == 0):
-        put("Available", "True", "MinimumReplicasReady", f"{ready}/{target} replicas ready")
-    else:
-        put("Available", "False", "ReplicasNotReady", f"{ready}/{target} replicas ready")
+    def is_true(self, type_: str) -> bool:
+        condition = find(self.conditions, type_)
+        return condition is not None and condition.status == "True"
+
+
+def _serving(
+    snapshot: Snapshot,
+    deployments: dict[str, dict[str, Any]],
+    rollout: RolloutDecision,
+    total: int,
+) -> _Serving:
+    serving = [deployments.get(r) for r in rollout.replicas]
+    return _Serving(
+        replicas=sum(_replicas(d, "replicas") for d in serving),
+        ready=sum(_replicas(d, "readyReplicas") for d in serving),
+        target=total,
+        unschedulable=_unschedulable_message(snapshot.pods),
+        missing_apis=snapshot.missing_apis,
+    )
+
+
+def _status(
+    service: LLMService,
+    plan: ServicePlan,
+    current: LLMServiceStatus,
+    rollout: RolloutDecision,
+    serving: _Serving,
+    scaling: ScalingOutcome | None,
+    writer: _ConditionWriter,
+    generation: int | None,
+) -> LLMServiceStatus:
+    writer.put("InvalidSpec", "False", "Valid", "")
+    writer.put("Sized", "True", "Fits", plan.sizing.summary())
+    _put_available(writer, service, serving)
     machine_degraded: ConditionChange | None = None
     for change in rollout.conditions:
         if change.type == "Degraded":
             machine_degraded = change
         else:
-            put(change.type, change.status, change.reason, change.message)
+            writer.put(change.type, change.status, change.reason, change.message)
+    ready, target = serving.ready, serving.target
     if rollout.revisions.candidate is None and ready < target:
-        put("Progressing", "True", "ReplicasStarting", f"{ready}/{target} replicas ready")
-    scaler_kind = {"hpa": "HorizontalPodAutoscaler", "keda": "ScaledObject"}.get(
-        service.spec.scaling.mode
-    )
-    if unschedulable is not None:
-        put("Degraded", "True", "Unschedulable", unschedulable)
-    elif scaler_kind is not None and scaler_kind in missing_apis:
-        put(
-            "Degraded",
-            "True",
-            "ScalerAPIMissing",
-            f"scaling.mode {service.spec.scaling.mode} needs the {scaler_kind} API, which this "
-            "cluster does not serve; install it or use scaling.mode operator",
-        )
-    elif machine_degraded is not None:
-        put("Degraded", machine_degraded.status, machine_degraded.reason, machine_degraded.message)
-    else:
-        put("Degraded", "False", "AsExpected", "")
+        writer.put("Progressing", "True", "ReplicasStarting", f"{ready}/{target} replicas ready")
+    _put_degraded(writer, service, serving, machine_degraded)
     if scaling is not None:
-        if scaling.degraded_reason is not None:
-            put(
-                "ScalingDegraded",
-                "True",
-                "MetricsUnavailable",
-                f"holding {scaling.total} replicas: {scaling.degraded_reason}",
-            )
-        else:
-            put("ScalingDegraded", "False", "MetricsAvailable", scaling.status.reason)
-
-    degraded = find(conditions, "Degraded")
-    available = find(conditions, "Available")
-    phase: Phase
-    if degraded is not None and degraded.status == "True":
-        phase = "Degraded"
-    elif rollout.revisions.candidate is not None:
-        phase = "Progressing"
-    elif available is not None and available.status == "True":
-        phase = "Available"
-    else:
-        phase = "Progressing"
+        _put_scaling_degraded(writer, scaling)
     selector = ",".join(f"{k}={v}" for k, v in selector_labels(service.metadata.name).items())
     return current.model_copy(
         update={
             "observed_generation": generation,
-            "phase": phase,
-            "conditions": conditions,
+            "phase": _phase(writer, rollout),
+            "conditions": writer.conditions,
             "sizing": _sizing_status(plan),
             "revisions": rollout.revisions,
             "rollout": rollout.rollout,
-            "replicas": replicas,
+            "replicas": serving.replicas,
             "ready_replicas": ready,
             "selector": selector,
         }
     )
+
+
+def _put_available(writer: _ConditionWriter, service: LLMService, serving: _Serving) -> None:
+    ready, target = serving.ready, serving.target
+    needed = max(1, min(target, service.spec.scaling.min_replicas or 1)) if target else 0
+    if ready >= needed and (ready > 0 or target == 0):
+        writer.put("Available", "True", "MinimumReplicasReady", f"{ready}/{target} replicas ready")
+    else:
+        writer.put("Available", "False", "ReplicasNotReady", f"{ready}/{target} replicas ready")
+
+
+def _put_degraded(
+    writer: _ConditionWriter,
+    service: LLMService,
+    serving: _Serving,
+    machine_degraded: ConditionChange | None,
+) -> None:
+    """Degraded: unschedulable pods first, then a missing scaler API, then the rollout's."""
+    mode = service.spec.scaling.mode
+    scaler_kind = {"hpa": "HorizontalPodAutoscaler", "keda": "ScaledObject"}.get(mode)
+    if serving.unschedulable is not None:
+        writer.put("Degraded", "True", "Unschedulable", serving.unschedulable)
+    elif scaler_kind is not None and scaler_kind in serving.missing_apis:
+        writer.put(
+            "Degraded",
+            "True",
+            "ScalerAPIMissing",
+            f"scaling.mode {mode} needs the {scaler_kind} API, which this "
+            "cluster does not serve; install it or use scaling.mode operator",
+        )
+    elif machine_degraded is not None:
+        change = machine_degraded
+        writer.put("Degraded", change.status, change.reason, change.message)
+    else:
+        writer.put("Degraded", "False", "AsExpected", "")
+
+
+def _put_scaling_degraded(writer: _ConditionWriter, scaling: ScalingOutcome) -> None:
+    if scaling.degraded_reason is not None:
+        writer.put(
+            "ScalingDegraded",
+            "True",
+            "MetricsUnavailable",
+            f"holding {scaling.total} replicas: {scaling.degraded_reason}",
+        )
+    else:
+        writer.put("ScalingDegraded", "False", "MetricsAvailable", scaling.status.reason)
+
+
+def _phase(writer: _ConditionWriter, rollout: RolloutDecision) -> Phase:
+    if writer.is_true("Degraded"):
+        return "Degraded"
+    if rollout.revisions.candidate is not None:
+        return "Progressing"
+    if writer.is_true("Available"):
+        return "Available"
+    return "Progressing"
 
 
 _EVENT_ON_TRUE = {"Degraded", "Sized", "Available", "ScalingDegraded"}
