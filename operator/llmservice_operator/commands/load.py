@@ -41,7 +41,13 @@ def add_parser(subparsers: argparse._SubParsersAction[Any]) -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    where = parser.add_argument_group("where to (one of --target or --service)")
+    _add_where_options(parser.add_argument_group("where to (one of --target or --service)"))
+    _add_arrival_options(parser.add_argument_group("arrivals (Poisson)"))
+    _add_request_options(parser.add_argument_group("requests"))
+    _add_run_options(parser.add_argument_group("run"))
+
+
+def _add_where_options(where: argparse._ArgumentGroup) -> None:
     where.add_argument(
         "--target",
         action="append",
@@ -64,7 +70,9 @@ def add_parser(subparsers: argparse._SubParsersAction[Any]) -> None:
         default=60.0,
         help="seconds to wait for a first Ready pod of --service (default 60)",
     )
-    rate = parser.add_argument_group("arrivals (Poisson)")
+
+
+def _add_arrival_options(rate: argparse._ArgumentGroup) -> None:
     rate.add_argument("--rate", type=float, help="requests per second")
     rate.add_argument("--duration", type=float, help="seconds to send for")
     rate.add_argument(
@@ -73,7 +81,9 @@ def add_parser(subparsers: argparse._SubParsersAction[Any]) -> None:
         help="YAML list of {duration_s, rate} segments (instead of --rate/--duration)",
     )
     rate.add_argument("--max-requests", type=int, help="stop sending after this many requests")
-    shape = parser.add_argument_group("requests")
+
+
+def _add_request_options(shape: argparse._ArgumentGroup) -> None:
     shape.add_argument(
         "--prompt-tokens",
         type=parse_length_dist,
@@ -98,7 +108,9 @@ def add_parser(subparsers: argparse._SubParsersAction[Any]) -> None:
         action="store_false",
         help="let the server stop early instead of asking for exactly the drawn length",
     )
-    run_group = parser.add_argument_group("run")
+
+
+def _add_run_options(run_group: argparse._ArgumentGroup) -> None:
     run_group.add_argument("--seed", type=int, default=0, help="seed for arrivals and lengths")
     run_group.add_argument(
         "--time-scale", type=float, default=1.0, help="run S times faster (match the simulator)"
