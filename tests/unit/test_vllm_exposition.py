@@ -67,7 +67,8 @@ def simulated() -> Exposition:
         metrics.observe_ttft(0.01 + i / 100)
         for _ in range(31):
             metrics.observe_itl(0.003)
-        metrics.observe_finished(RequestStats(f"r{i}", 0.0, 0.001, 0.02, 0.002, 0.2, 70, 32, "length", 0))  # fmt: skip
+        stats = RequestStats(f"r{i}", 0.0, 0.001, 0.02, 0.002, 0.2, 70, 32, "length", 0)
+        metrics.observe_finished(stats)
     for handler, count in (("/v1/completions", 5), ("/v1/chat/completions", 4)):
         for _ in range(count):
             metrics.observe_http(handler, "POST", 200)
