@@ -9,12 +9,9 @@ from __future__ import annotations
 from datetime import datetime
 
 from .api.status import Condition, ConditionStatus
+from .api.timestamps import to_rfc3339
 
-__all__ = ["find", "rfc3339", "set_condition"]
-
-
-def rfc3339(now: datetime) -> str:
-    return now.strftime("%Y-%m-%dT%H:%M:%SZ")
+__all__ = ["find", "set_condition"]
 
 
 def find(conditions: list[Condition], type_: str) -> Condition | None:
@@ -35,7 +32,7 @@ def set_condition(
     transition = (
         previous.last_transition_time
         if previous is not None and previous.status == status
-        else rfc3339(now)
+        else to_rfc3339(now)
     )
     updated = Condition(
         type=type_,

@@ -14,6 +14,7 @@ from typing import Any
 
 from .api.spec import ScalingSpec
 from .api.status import AutoscalingStatus
+from .api.timestamps import from_rfc3339, to_rfc3339
 from .autoscale import (
     PolicyConfig,
     ReplicaSample,
@@ -21,8 +22,6 @@ from .autoscale import (
     decide,
     history_from_status,
 )
-from .autoscale.history import from_rfc3339
-from .conditions import rfc3339
 
 __all__ = [
     "ScalingOutcome",
@@ -44,7 +43,7 @@ class ScalingOutcome:
 def evaluation_due(status: AutoscalingStatus | None, spec: ScalingSpec, now: datetime) -> bool:
     if status is None or status.last_evaluation_time is None:
         return True
-    last = from_rfc3339(status.last_evaluation_time) or 0.0
+    last = from_rfc3339(status.last_evaluation_time).timestamp()
     return now.timestamp() - last >= spec.evaluation_interval_seconds
 
 
@@ -66,7 +65,7 @@ def ready_seconds(pod: dict[str, Any], now: datetime) -> float | None:
     ready = _ready_condition(pod)
     if ready is None or not ready.get("lastTransitionTime"):
         return None
-    since = from_rfc3339(str(ready["lastTransitionTime"])) or 0.0
+    since = from_rfc3339(str(ready["lastTransitionTime"])).timestamp()
     return max(0.0, now.timestamp() - since)
 
 
@@ -124,6 +123,6 @@ def evaluate(
     elif decision.degraded and arrival_error is not None:
         reason = f"{arrival_error}; never scaling down (or waking from zero) without it"
     status = decision.to_status().model_copy(
-        update={"last_evaluation_time": rfc3339(now), "degraded_reason": reason}
+        update={"last_evaluation_time": to_rfc3339(now), "degraded_reason": reason}
     )
     return ScalingOutcome(decision.desired_replicas, status, reason)

@@ -6,8 +6,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from llmservice_operator.api.spec import ScalingSpec
+from llmservice_operator.api.timestamps import to_rfc3339
 from llmservice_operator.autoscale import ReplicaSample
-from llmservice_operator.conditions import rfc3339
 from llmservice_operator.scaling import evaluate, evaluation_due
 
 NOW = datetime(2026, 11, 30, 12, 0, 0, tzinfo=UTC)
@@ -125,7 +125,7 @@ def test_a_pod_ready_for_less_than_a_minute_teaches_no_throughput() -> None:
     later = NOW + timedelta(seconds=60)
 
     def pod(ready_since: datetime) -> dict[str, Any]:
-        ready = {"type": "Ready", "status": "True", "lastTransitionTime": rfc3339(ready_since)}
+        ready = {"type": "Ready", "status": "True", "lastTransitionTime": to_rfc3339(ready_since)}
         return {"metadata": {"name": "a"}, "status": {"phase": "Running", "conditions": [ready]}}
 
     young, old = later - timedelta(seconds=20), NOW - timedelta(seconds=120)

@@ -34,17 +34,16 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 from ..api.status import AutoscalingStatus
+from ..api.timestamps import from_rfc3339, to_rfc3339
 
 __all__ = [
     "MAX_STATUS_ENTRIES",
     "ScaleHistory",
     "format_epoch",
-    "from_rfc3339",
     "history_from_status",
     "history_from_strings",
     "history_to_status",
     "history_to_strings",
-    "to_rfc3339",
 ]
 
 #: ``AutoscalingStatus.recommendations`` holds at most this many strings (the CRD says so).
@@ -251,23 +250,16 @@ def history_from_strings(
     )
 
 
-def to_rfc3339(t: float | None) -> str | None:
-    """Epoch seconds as RFC 3339 UTC (``2024-06-10T06:13:20Z``), the form status times take."""
+def _status_time(t: float | None) -> str | None:
+    """Epoch seconds as a status time, to the millisecond (``2024-06-10T06:13:20.500Z``)."""
     if t is None:
         return None
-    stamp = datetime.fromtimestamp(t, tz=UTC)
-    text = stamp.isoformat(timespec="milliseconds" if stamp.microsecond else "seconds")
-    return text.replace("+00:00", "Z")
+    return to_rfc3339(datetime.fromtimestamp(t, tz=UTC), milliseconds=True)
 
 
-def from_rfc3339(text: str | None) -> float | None:
-    """The inverse of :func:`to_rfc3339` (any offset accepted; naive times are UTC)."""
-    if text is None:
-        return None
-    stamp = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    if stamp.tzinfo is None:
-        stamp = stamp.replace(tzinfo=UTC)
-    return stamp.timestamp()
+def _epoch(text: str | None) -> float | None:
+    """The inverse of :func:`_status_time` (any offset accepted; naive times are UTC)."""
+    return None if text is None else from_rfc3339(text).timestamp()
 
 
 def history_to_status(
@@ -276,9 +268,9 @@ def history_to_status(
     """``status.autoscaling`` for a decision (what the reconcile writes once per pass)."""
     return AutoscalingStatus(
         desired_replicas=desired_replicas,
-        last_scale_time=to_rfc3339(history.last_scale_time),
-        last_scale_up_time=to_rfc3339(history.last_scale_up_time),
-        last_scale_down_time=to_rfc3339(history.last_scale_down_time),
+        last_scale_time=_status_time(history.last_scale_time),
+        last_scale_up_time=_status_time(history.last_scale_up_time),
+        last_scale_down_time=_status_time(history.last_scale_down_time),
         reason=reason,
         recommendations=history_to_strings(history),
     )
@@ -290,7 +282,7 @@ def history_from_status(status: AutoscalingStatus | None) -> ScaleHistory:
         return ScaleHistory()
     return history_from_strings(
         status.recommendations,
-        last_scale_time=from_rfc3339(status.last_scale_time),
-        last_scale_up_time=from_rfc3339(status.last_scale_up_time),
-        last_scale_down_time=from_rfc3339(status.last_scale_down_time),
+        last_scale_time=_epoch(status.last_scale_time),
+        last_scale_up_time=_epoch(status.last_scale_up_time),
+        last_scale_down_time=_epoch(status.last_scale_down_time),
     )

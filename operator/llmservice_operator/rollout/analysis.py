@@ -54,8 +54,8 @@ from ..api.spec import (
     SLOSpec,
 )
 from ..api.status import AnalysisMeasurement, AnalysisRunStatus
+from ..api.timestamps import from_rfc3339, to_rfc3339
 from ..vllm.metrics import metric_names
-from ._time import from_rfc3339, to_rfc3339
 
 __all__ = [
     "ERROR_RATE",

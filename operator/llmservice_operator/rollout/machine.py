@@ -53,7 +53,7 @@ from ..api.status import (
     RevisionsStatus,
     RolloutStatus,
 )
-from ._time import from_rfc3339, to_rfc3339, utc
+from ..api.timestamps import from_rfc3339, to_rfc3339, utc
 from .analysis import (
     AnalysisPolicy,
     AnalysisTarget,

@@ -18,7 +18,7 @@ from llmservice_operator.autoscale import (
     history_to_status,
     history_to_strings,
 )
-from llmservice_operator.autoscale.history import MAX_STATUS_ENTRIES, from_rfc3339, to_rfc3339
+from llmservice_operator.autoscale.history import MAX_STATUS_ENTRIES
 
 
 def test_strings_spell_recommendations_events_and_throughput() -> None:
@@ -56,12 +56,14 @@ def test_status_round_trip_resumes_the_same_history() -> None:
     assert history_from_status(None) == ScaleHistory()
 
 
-def test_rfc3339_keeps_milliseconds_and_reads_offsets() -> None:
-    assert to_rfc3339(1718000000.5) == "2024-06-10T06:13:20.500Z"
-    assert from_rfc3339("2024-06-10T06:13:20.500Z") == 1718000000.5
-    assert from_rfc3339("2024-06-10T08:13:20+02:00") == 1718000000.0
-    assert from_rfc3339("2024-06-10T06:13:20") == 1718000000.0
-    assert to_rfc3339(None) is None and from_rfc3339(None) is None
+def test_status_scale_times_keep_milliseconds_and_read_offsets() -> None:
+    status = history_to_status(ScaleHistory(last_scale_up_time=1718000000.5), 1, "")
+    assert status.last_scale_up_time == "2024-06-10T06:13:20.500Z"
+    assert status.last_scale_time is None
+    written = {"desiredReplicas": 1, "lastScaleTime": "2024-06-10T08:13:20+02:00"}
+    read = history_from_status(AutoscalingStatus.model_validate(written))
+    assert read.last_scale_time == 1718000000.0
+    assert history_from_status(status).last_scale_up_time == 1718000000.5
 
 
 @pytest.mark.parametrize(
