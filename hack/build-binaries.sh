@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build the local control-plane binaries once per pinned version, outside the repo:
 #   ${LLMSERVICE_CACHE:-$HOME/.cache/llmservice-operator}/bin-<K8S_VERSION>/
-# etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kwok, helm
+# etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kubectl, kwok, helm
 # plus kwok stage files under stages/.
 # Idempotent: a binary is skipped when it exists and its .<name>.version stamp matches.
 # The Kubernetes binaries, helm and kwok share one wrapper module (and so one module
@@ -112,7 +112,7 @@ for p in "${KV}" "${CV}"; do
 done
 
 need_k8s=0
-for b in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
+for b in kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl; do
   stamp_ok "$b" "${K8S_VERSION}" || need_k8s=1
 done
 stamp_ok helm "${HELM_VERSION}" || need_k8s=1
@@ -122,7 +122,7 @@ stamp_ok kwok "${KWOK_VERSION}" || need_k8s=1
 
 if [[ ${need_k8s} == 1 ]]; then
   MOD="$(k8s_module)"
-  for b in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
+  for b in kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl; do
     build "${MOD}" "$b" "${K8S_VERSION}" "k8s.io/kubernetes/cmd/$b" "${K8S_LDFLAGS}"
   done
   build "${MOD}" helm "${HELM_VERSION}" helm.sh/helm/v3/cmd/helm \

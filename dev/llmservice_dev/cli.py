@@ -41,7 +41,23 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("status", help="exit 0 when the cluster is up and healthy")
     sub.add_parser("build", help="build the pinned binaries (hack/build-binaries.sh)")
     sub.add_parser("kubeconfig", help="print the admin kubeconfig path (exit 1 when down)")
+    images = commands.add_parser(
+        "images",
+        help="build the local images (Debian base, pause, operator, vLLM) with docker",
+        description="Build what is missing, with Debian's docker.io and no registry; prints "
+        "each image's size and build time.",
+    )
+    images.add_argument(
+        "--no-vllm", action="store_true", help="skip the vLLM serving image (never run locally)"
+    )
     return parser
+
+
+def _images(args: argparse.Namespace) -> int:
+    from .images import describe, ensure_images
+
+    print(describe(ensure_images(with_vllm=not args.no_vllm)))
+    return 0
 
 
 def _cluster(args: argparse.Namespace) -> int:
@@ -76,10 +92,12 @@ def _cluster(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from .images import ImageError
+
     args = _parser().parse_args(argv)
     try:
-        return _cluster(args)
-    except (BinariesError, ClusterError, PKIError) as exc:
+        return _images(args) if args.group == "images" else _cluster(args)
+    except (BinariesError, ClusterError, PKIError, ImageError) as exc:
         print(f"{PROG} {args.group}: error: {exc}", file=sys.stderr)
         return 1
 

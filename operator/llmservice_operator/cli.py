@@ -17,6 +17,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "run": ("run", "run the operator (kopf)"),
     "sim": ("sim", "run the vLLM engine simulator"),
     "load": ("load", "send OpenAI-style load and report TTFT/TPOT percentiles"),
+    "probe": ("probe", "ask the running operator's /healthz or /readyz (exec probes)"),
 }
 
 

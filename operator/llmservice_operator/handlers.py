@@ -10,20 +10,20 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 import kopf
 
-from .adapters.kube import KubeAdapter, load_kube_config
+from .adapters.kube import KubeAdapter
 from .adapters.metrics import OperatorMetrics
 from .api import GROUP, PLURAL, VERSION
 from .decide import Event
 from .reconcile import Reconciler
 from .render.labels import MANAGED_BY, SERVICE
 from .settings import OperatorSettings
-from .sizing import load_catalog
 
 __all__ = ["OperatorState", "register"]
 
@@ -48,6 +48,8 @@ class OperatorState:
     dirty: set[Key] = field(default_factory=set)
     reconciler: Reconciler | None = None
     kube: KubeAdapter | None = None
+    #: Called every few seconds from the event loop: the leader's liveness (adapters/health.py).
+    heartbeat: Callable[[], None] | None = None
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
 
     def enqueue(self, key: Key) -> None:
@@ -120,6 +122,12 @@ def _newer(candidate: dict[str, Any], cached: dict[str, Any] | None) -> bool:
     return False
 
 
+async def _heartbeat(beat: Callable[[], None], period_s: float = 5.0) -> None:
+    while True:
+        beat()
+        await asyncio.sleep(period_s)
+
+
 async def _resync(state: OperatorState) -> None:
     while True:
         await asyncio.sleep(state.settings.reconcile_interval_seconds)
@@ -143,18 +151,16 @@ def register(registry: kopf.OperatorRegistry, state: OperatorState) -> None:
         settings.posting.level = logging.WARNING
         settings.watching.server_timeout = 300
         settings.watching.client_timeout = 330
-        api_client = load_kube_config()
-        state.kube = KubeAdapter(api_client)
-        catalog = load_catalog(state.settings.gpu_catalog)
-        state.reconciler = Reconciler(
-            state.kube, catalog, state.settings.prometheus_url, state.metrics
-        )
+        if state.kube is None or state.reconciler is None:  # built by `llmservice run`
+            raise kopf.PermanentError("the operator state has no Kubernetes adapter")
         state.queue = asyncio.Queue()
         loop = asyncio.get_running_loop()
         state.tasks = [
             loop.create_task(_worker(state)) for _worker_index in range(state.settings.workers)
         ]
         state.tasks.append(loop.create_task(_resync(state)))
+        if state.heartbeat is not None:
+            state.tasks.append(loop.create_task(_heartbeat(state.heartbeat)))
 
     @kopf.on.event(GROUP, VERSION, PLURAL, registry=registry)
     def llmservice_event(type: str, body: kopf.Body, **_: Any) -> None:

@@ -8,6 +8,8 @@ from typing import Literal
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from .adapters.ports_file import PORTS_FILE_NAME
+
 __all__ = ["OperatorSettings"]
 
 
@@ -25,13 +27,30 @@ class OperatorSettings(BaseSettings):
     workers: int = Field(
         default=4, ge=1, le=64, description="Services reconciled at once (one worker per key)."
     )
-    health_port: int = 8080
-    metrics_port: int = 8081
+    health_port: int = Field(
+        default=8080, ge=0, le=65535, description="/healthz and /readyz; 0 picks a free port."
+    )
+    metrics_port: int = Field(
+        default=8081, ge=0, le=65535, description="/metrics; 0 picks a free port."
+    )
+    runtime_dir: Path = Field(
+        default=Path("/tmp"),
+        description="Writable directory: the ports in use (for exec probes), discovery cache.",
+    )
+    api_timeout_seconds: float = Field(
+        default=10.0, gt=0, description="Start-up gives up when the API server is not reached."
+    )
     leader_election: bool = True
     lease_name: str = "llmservice-operator"
     lease_namespace: str = "default"
-    lease_duration_seconds: float = 15.0
-    identity: str = ""
+    lease_duration_seconds: float = Field(default=15.0, ge=3)
+    identity: str = Field(
+        default="", description="Leader-election identity prefix (the pod name in the chart)."
+    )
+
+    @property
+    def ports_file(self) -> Path:
+        return self.runtime_dir / PORTS_FILE_NAME
 
     def namespace_list(self) -> list[str]:
         return [n.strip() for n in self.namespaces.split(",") if n.strip()]

@@ -8,7 +8,13 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-K8S_BINARIES = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl")
+K8S_BINARIES = (
+    "kube-apiserver",
+    "kube-controller-manager",
+    "kube-scheduler",
+    "kubelet",
+    "kubectl",
+)
 ALL_BINARIES = (*K8S_BINARIES, "etcd", "kwok", "helm")
 
 

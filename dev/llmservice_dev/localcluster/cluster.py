@@ -26,6 +26,7 @@ from typing import Any
 
 import yaml
 
+from ..images import ImageError, ensure_images
 from .binaries import Versions, cache_dir, ensure_binaries, pinned_versions, repo_root
 from .binaries import bin_dir as default_bin_dir
 from .nodes import (
@@ -46,6 +47,7 @@ from .prometheus import (
     prometheus_args,
     prometheus_config,
 )
+from .realnode import CONTAINERD, RealNode
 
 SERVICE_CIDR = "10.96.0.0/16"
 SERVICE_IP = "10.96.0.1"
@@ -58,7 +60,22 @@ COMPONENTS = (
     "kwok",
     "prometheus",
     "simrunner",
+    "containerd",
+    "kubelet",
 )
+#: Token-file users: name -> (user, group). The runner watches pods and nodes, annotates pods
+#: and serves Prometheus's discovery (Debian's Prometheus has no Kubernetes discovery).
+_TOKEN_USERS = {
+    "admin": (ADMIN_USER, "system:masters"),
+    "kcm": ("system:kube-controller-manager", ""),
+    "scheduler": ("system:kube-scheduler", ""),
+    "kwok": ("kwok", "system:masters"),
+    "simrunner": ("simrunner", "system:masters"),
+}
+_KUBECONFIG_NAMES = {"kcm": "kube-controller-manager", "scheduler": "kube-scheduler"}
+UNINITIALIZED_TAINT = "node.cloudprovider.kubernetes.io/uninitialized"
+#: Where the operator's chart is installed (tests, demo); its ServiceAccounts are audited.
+OPERATOR_NAMESPACE = "llmservice-system"
 #: The simulators' clock: S simulated seconds per wall second (the runner's default).
 SIM_TIME_SCALE_ENV = "LLMSERVICE_SIM_TIME_SCALE"
 DEFAULT_SIM_TIME_SCALE = 10.0
@@ -93,6 +110,19 @@ class ClusterInfo:
     @property
     def kubectl(self) -> Path:
         return self.bin_dir / "kubectl"
+
+    @property
+    def api_port(self) -> int:
+        return int(self.server.rsplit(":", 1)[1])
+
+    @property
+    def audit_log(self) -> Path:
+        """The API server's audit log: the requests of OPERATOR_NAMESPACE's ServiceAccounts."""
+        return self.state_dir / "logs" / "audit.log"
+
+    @property
+    def real_node(self) -> RealNode:
+        return RealNode(self.state_dir / "node")
 
     @property
     def helm(self) -> Path:
@@ -199,6 +229,10 @@ class LocalCluster:
     def log_dir(self) -> Path:
         return self.state_dir / "logs"
 
+    @property
+    def audit_log(self) -> Path:
+        return self.log_dir / "audit.log"
+
     def log_file(self, component: str) -> Path:
         return self.log_dir / f"{component}.log"
 
@@ -291,111 +325,143 @@ class LocalCluster:
                 raise
 
     def _start(self, bins: Path) -> ClusterInfo:
-        versions = pinned_versions()
         for sub in ("logs", "pids", "pki", "etcd", "config"):
             (self.state_dir / sub).mkdir(parents=True, exist_ok=True)
         pki = create_pki(self.state_dir / "pki", service_ip=SERVICE_IP)
-        prometheus_exe = find_prometheus()
-        ports = free_ports(8)
-        etcd_client, etcd_peer, api_port, kcm_port, sched_port, kwok_port = ports[:6]
-        prom_port, runner_port = ports[6:]
-        server = f"https://127.0.0.1:{api_port}"
-        tokens = {
-            name: secrets.token_hex(24)
-            for name in ("admin", "kcm", "scheduler", "kwok", "simrunner")
-        }
+        state = self._new_state(bins)
+        self._write_configs(state, pki)
+        kubelet_args = self._prepare_real_node(state, pki)
+        self._state_file.write_text(json.dumps(state, indent=2))
+        self._state_file.chmod(0o600)
+        images = self._node_images()  # before the clock starts: a first build takes minutes
+        deadline = time.monotonic() + self.startup_timeout
+        api_ctx = ssl.create_default_context(cafile=str(pki.ca_crt))
+        api = _Api(state["server"], api_ctx, state["tokens"]["admin"])
+        self._start_etcd(state, deadline)
+        self._start_apiserver(state, pki, api, deadline)
+        # Prometheus, the runner and the real node's runtime start now and are waited for last:
+        # their start-up overlaps the controllers'.
+        prometheus = prometheus_args(
+            self._config("prometheus.yml"),
+            self.state_dir / "prometheus",
+            state["ports"]["prometheus"],
+        )
+        self._spawn("prometheus", bins, prometheus, exe=Path(state["exes"]["prometheus"]))
+        self._spawn("simrunner", bins, self._simrunner_args(state), exe=Path(sys.executable))
+        containerd = ["--config", str(self.real_node.containerd_config)]
+        self._spawn("containerd", bins, containerd, exe=Path(CONTAINERD))
+        self._start_controllers(state, pki, deadline)
+        self._register_fake_nodes(api, deadline)
+        self._start_real_node(state, api, images, kubelet_args, deadline)
+        self._wait(
+            "kube-controller-manager",
+            deadline,
+            lambda: api.exists("/api/v1/namespaces/default/serviceaccounts/default"),
+            what="the default ServiceAccount",
+        )
+        for component in ("prometheus", "simrunner"):
+            path = "/-/ready" if component == "prometheus" else "/healthz"
+            url = f"http://127.0.0.1:{state['ports'][component]}{path}"
+            self._wait(component, deadline, _answers(url, None))
+        self._procs.clear()
+        return self._info(state)
+
+    @property
+    def real_node(self) -> RealNode:
+        return RealNode(self.state_dir / "node")
+
+    def _config(self, name: str) -> Path:
+        return self.state_dir / "config" / name
+
+    def _new_state(self, bins: Path) -> dict[str, Any]:
+        port_names = (
+            "etcd", "etcd_peer", "kube-apiserver", "kube-controller-manager", "kube-scheduler",
+            "kwok", "prometheus", "simrunner", "kubelet", "kubelet_healthz",
+        )  # fmt: skip
+        ports = dict(zip(port_names, free_ports(len(port_names)), strict=True))
         exes = {component: str(bins / component) for component in COMPONENTS}
-        exes["prometheus"] = str(prometheus_exe)
+        exes["prometheus"] = str(find_prometheus())
         exes["simrunner"] = sys.executable
-        state: dict[str, Any] = {
-            "server": server,
+        exes["containerd"] = CONTAINERD
+        return {
+            "server": f"https://127.0.0.1:{ports['kube-apiserver']}",
             "bin_dir": str(bins),
-            "versions": _versions_dict(versions),
-            "ports": {
-                "etcd": etcd_client,
-                "etcd_peer": etcd_peer,
-                "kube-apiserver": api_port,
-                "kube-controller-manager": kcm_port,
-                "kube-scheduler": sched_port,
-                "kwok": kwok_port,
-                "prometheus": prom_port,
-                "simrunner": runner_port,
-            },
-            "tokens": tokens,
+            "versions": _versions_dict(pinned_versions()),
+            "ports": ports,
+            "tokens": {name: secrets.token_hex(24) for name in _TOKEN_USERS},
             "exes": exes,
             "sim_time_scale": self.sim_time_scale,
             "scrape_interval": self.scrape_interval,
         }
-        cfg = self.state_dir / "config"
-        token_file = cfg / "tokens.csv"
+
+    def _write_configs(self, state: dict[str, Any], pki: PKI) -> None:
+        server, tokens, bins = state["server"], state["tokens"], Path(state["bin_dir"])
+        token_file = self._config("tokens.csv")
         token_file.write_text(
-            f'{tokens["admin"]},{ADMIN_USER},uid-admin,"system:masters"\n'
-            f"{tokens['kcm']},system:kube-controller-manager,uid-kcm\n"
-            f"{tokens['scheduler']},system:kube-scheduler,uid-scheduler\n"
-            f'{tokens["kwok"]},kwok,uid-kwok,"system:masters"\n'
-            # The runner watches pods and nodes, annotates pods and serves Prometheus's
-            # discovery (Debian's Prometheus has no Kubernetes discovery of its own).
-            f'{tokens["simrunner"]},simrunner,uid-simrunner,"system:masters"\n'
+            "".join(
+                f"{tokens[name]},{user},uid-{name}{f',{group}' if group else ''}\n"
+                for name, (user, group) in _TOKEN_USERS.items()
+            )
         )
         token_file.chmod(0o600)
         _write_kubeconfig(self.kubeconfig, server, pki.ca_crt, ADMIN_USER, tokens["admin"])
-        kcm_kc = cfg / "kube-controller-manager.kubeconfig"
-        sched_kc = cfg / "kube-scheduler.kubeconfig"
-        kwok_kc = cfg / "kwok.kubeconfig"
-        _write_kubeconfig(kcm_kc, server, pki.ca_crt, "kube-controller-manager", tokens["kcm"])
-        _write_kubeconfig(sched_kc, server, pki.ca_crt, "kube-scheduler", tokens["scheduler"])
-        _write_kubeconfig(kwok_kc, server, pki.ca_crt, "kwok", tokens["kwok"])
-        runner_kc = cfg / "simrunner.kubeconfig"
-        _write_kubeconfig(runner_kc, server, pki.ca_crt, "simrunner", tokens["simrunner"])
-        prom_config = cfg / "prometheus.yml"
-        prom_config.write_text(
+        for name, (user, _group) in _TOKEN_USERS.items():
+            if name != "admin":
+                kubeconfig = self._config(f"{_KUBECONFIG_NAMES.get(name, name)}.kubeconfig")
+                _write_kubeconfig(kubeconfig, server, pki.ca_crt, user, tokens[name])
+        self._config("prometheus.yml").write_text(
             prometheus_config(
-                runner_url=f"http://127.0.0.1:{runner_port}", interval=self.scrape_interval
+                runner_url=f"http://127.0.0.1:{state['ports']['simrunner']}",
+                interval=self.scrape_interval,
             )
         )
-        kwok_config = cfg / "kwok.yaml"
-        kwok_config.write_text(_kwok_config(bins / "stages", sim_stages_dir()))
-        self._state_file.write_text(json.dumps(state, indent=2))
-        self._state_file.chmod(0o600)
+        self._config("kwok.yaml").write_text(_kwok_config(bins / "stages", sim_stages_dir()))
+        self._config("audit-policy.yaml").write_text(yaml.safe_dump(audit_policy()))
 
-        deadline = time.monotonic() + self.startup_timeout
-        api_ctx = ssl.create_default_context(cafile=str(pki.ca_crt))
-        insecure = ssl.create_default_context()
-        insecure.check_hostname = False
-        insecure.verify_mode = ssl.CERT_NONE
+    def _node_images(self) -> list[Path]:
+        """The real node's images as ``docker save`` tars (built now when missing)."""
+        try:
+            built = ensure_images(with_vllm=False)
+        except ImageError as err:
+            raise ClusterError(f"the real node's images: {err}") from err
+        return [image.tar for image in (built["pause"], built["operator"]) if image.tar]
 
-        etcd_url = f"http://127.0.0.1:{etcd_client}"
+    def _start_etcd(self, state: dict[str, Any], deadline: float) -> None:
+        ports = state["ports"]
+        etcd_url = f"http://127.0.0.1:{ports['etcd']}"
+        peer_url = f"http://127.0.0.1:{ports['etcd_peer']}"
         self._spawn(
             "etcd",
-            bins,
+            Path(state["bin_dir"]),
             [
                 "--name=local",
                 f"--data-dir={self.state_dir / 'etcd'}",
                 f"--listen-client-urls={etcd_url}",
                 f"--advertise-client-urls={etcd_url}",
-                f"--listen-peer-urls=http://127.0.0.1:{etcd_peer}",
-                f"--initial-advertise-peer-urls=http://127.0.0.1:{etcd_peer}",
-                f"--initial-cluster=local=http://127.0.0.1:{etcd_peer}",
+                f"--listen-peer-urls={peer_url}",
+                f"--initial-advertise-peer-urls={peer_url}",
+                f"--initial-cluster=local={peer_url}",
                 "--unsafe-no-fsync=true",
                 "--log-level=warn",
             ],
         )
         self._wait("etcd", deadline, lambda: _body_ok(_http_get(f"{etcd_url}/health"), "true"))
 
+    def _start_apiserver(self, state: dict[str, Any], pki: PKI, api: _Api, deadline: float) -> None:
         self._spawn(
             "kube-apiserver",
-            bins,
+            Path(state["bin_dir"]),
             [
-                f"--etcd-servers={etcd_url}",
+                f"--etcd-servers=http://127.0.0.1:{state['ports']['etcd']}",
                 "--bind-address=127.0.0.1",
                 "--advertise-address=127.0.0.1",
                 # Loopback may not be published as the kubernetes Service endpoint.
                 "--endpoint-reconciler-type=none",
-                f"--secure-port={api_port}",
+                f"--secure-port={state['ports']['kube-apiserver']}",
                 f"--tls-cert-file={pki.apiserver_crt}",
                 f"--tls-private-key-file={pki.apiserver_key}",
                 f"--client-ca-file={pki.ca_crt}",
-                f"--token-auth-file={token_file}",
+                f"--token-auth-file={self._config('tokens.csv')}",
                 "--authorization-mode=Node,RBAC",
                 f"--service-cluster-ip-range={SERVICE_CIDR}",
                 # Front proxy: lets aggregated APIs (metrics adapters) authenticate the apiserver.
@@ -406,42 +472,39 @@ class LocalCluster:
                 "--requestheader-extra-headers-prefix=X-Remote-Extra-",
                 f"--proxy-client-cert-file={pki.front_proxy_client_crt}",
                 f"--proxy-client-key-file={pki.front_proxy_client_key}",
+                # kubectl logs/exec on the real node: the kubelet authenticates us by this.
+                f"--kubelet-client-certificate={pki.kubelet_client_crt}",
+                f"--kubelet-client-key={pki.kubelet_client_key}",
                 "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
                 f"--service-account-key-file={pki.sa_pub}",
                 f"--service-account-signing-key-file={pki.sa_key}",
+                # What the operator's ServiceAccounts ask, and what they are answered (403s).
+                f"--audit-policy-file={self._config('audit-policy.yaml')}",
+                f"--audit-log-path={self.audit_log}",
+                "--audit-log-format=json",
+                "--audit-log-maxsize=0",
                 "--allow-privileged=true",
                 "--profiling=false",
                 "--v=1",
             ],
         )
-        self._wait(
-            "kube-apiserver",
-            deadline,
-            lambda: _http_get(f"{server}/readyz", ctx=api_ctx, token=tokens["admin"])[0] == 200,
-        )
-        # Prometheus and the runner start now and are waited for last: their start-up
-        # overlaps the controllers'.
-        self._spawn(
-            "prometheus",
-            bins,
-            prometheus_args(prom_config, self.state_dir / "prometheus", prom_port),
-            exe=prometheus_exe,
-        )
-        self._spawn(
-            "simrunner",
-            bins,
-            [
-                "-m",
-                "llmservice_dev.simrunner",
-                f"--kubeconfig={runner_kc}",
-                f"--port={runner_port}",
-                f"--time-scale={self.sim_time_scale:g}",
-                f"--log-dir={self.log_dir / 'sims'}",
-                f"--node-annotation={KWOK_NODE_ANNOTATION}={KWOK_NODE_ANNOTATION_VALUE}",
-            ],
-            exe=Path(sys.executable),
-        )
+        self._wait("kube-apiserver", deadline, lambda: api.get_status("/readyz") == 200)
 
+    def _simrunner_args(self, state: dict[str, Any]) -> list[str]:
+        return [
+            "-m",
+            "llmservice_dev.simrunner",
+            f"--kubeconfig={self._config('simrunner.kubeconfig')}",
+            f"--port={state['ports']['simrunner']}",
+            f"--time-scale={self.sim_time_scale:g}",
+            f"--log-dir={self.log_dir / 'sims'}",
+            f"--node-annotation={KWOK_NODE_ANNOTATION}={KWOK_NODE_ANNOTATION_VALUE}",
+        ]
+
+    def _start_controllers(self, state: dict[str, Any], pki: PKI, deadline: float) -> None:
+        bins, ports = Path(state["bin_dir"]), state["ports"]
+        kcm_kc = self._config("kube-controller-manager.kubeconfig")
+        sched_kc = self._config("kube-scheduler.kubeconfig")
         self._spawn(
             "kube-controller-manager",
             bins,
@@ -450,7 +513,7 @@ class LocalCluster:
                 f"--authentication-kubeconfig={kcm_kc}",
                 f"--authorization-kubeconfig={kcm_kc}",
                 "--bind-address=127.0.0.1",
-                f"--secure-port={kcm_port}",
+                f"--secure-port={ports['kube-controller-manager']}",
                 "--leader-elect=false",
                 "--use-service-account-credentials=true",
                 f"--service-account-private-key-file={pki.sa_key}",
@@ -471,7 +534,7 @@ class LocalCluster:
                 f"--authentication-kubeconfig={sched_kc}",
                 f"--authorization-kubeconfig={sched_kc}",
                 "--bind-address=127.0.0.1",
-                f"--secure-port={sched_port}",
+                f"--secure-port={ports['kube-scheduler']}",
                 "--leader-elect=false",
                 "--v=1",
             ],
@@ -480,56 +543,65 @@ class LocalCluster:
             "kwok",
             bins,
             [
-                f"--kubeconfig={kwok_kc}",
-                f"--config={kwok_config}",
+                f"--kubeconfig={self._config('kwok.kubeconfig')}",
+                f"--config={self._config('kwok.yaml')}",
                 "--manage-all-nodes=false",
                 "--manage-nodes-with-annotation-selector="
                 f"{KWOK_NODE_ANNOTATION}={KWOK_NODE_ANNOTATION_VALUE}",
-                f"--server-address=127.0.0.1:{kwok_port}",
+                f"--server-address=127.0.0.1:{ports['kwok']}",
                 f"--cidr={POD_FALLBACK_CIDR}",
                 f"--node-ip={NODE_IP}",
                 "--node-lease-duration-seconds=40",
             ],
         )
-        self._wait(
-            "kube-controller-manager",
-            deadline,
-            lambda: _http_get(f"https://127.0.0.1:{kcm_port}/healthz", ctx=insecure)[0] == 200,
-        )
-        self._wait(
-            "kube-scheduler",
-            deadline,
-            lambda: _http_get(f"https://127.0.0.1:{sched_port}/healthz", ctx=insecure)[0] == 200,
-        )
-        self._wait(
-            "kwok",
-            deadline,
-            lambda: _http_get(f"http://127.0.0.1:{kwok_port}/healthz")[0] == 200,
-        )
+        insecure = ssl.create_default_context()
+        insecure.check_hostname = False
+        insecure.verify_mode = ssl.CERT_NONE
+        for component, scheme in (
+            ("kube-controller-manager", "https"),
+            ("kube-scheduler", "https"),
+            ("kwok", "http"),
+        ):
+            url = f"{scheme}://127.0.0.1:{ports[component]}/healthz"
+            self._wait(component, deadline, _answers(url, insecure if scheme == "https" else None))
 
-        api = _Api(server, api_ctx, tokens["admin"])
+    def _register_fake_nodes(self, api: _Api, deadline: float) -> None:
         for index, spec in enumerate(self.nodes):
             api.request("POST", "/api/v1/nodes", node_manifest(spec, index))
         names = {spec.name for spec in self.nodes}
         self._wait("kwok", deadline, lambda: names <= _ready_nodes(api), what="nodes Ready")
-        self._wait(
-            "kube-controller-manager",
-            deadline,
-            lambda: api.exists("/api/v1/namespaces/default/serviceaccounts/default"),
-            what="the default ServiceAccount",
-        )
-        self._wait(
-            "prometheus",
-            deadline,
-            lambda: _http_get(f"http://127.0.0.1:{prom_port}/-/ready")[0] == 200,
-        )
-        self._wait(
-            "simrunner",
-            deadline,
-            lambda: _http_get(f"http://127.0.0.1:{runner_port}/healthz")[0] == 200,
-        )
-        self._procs.clear()
-        return self._info(state)
+
+    def _prepare_real_node(self, state: dict[str, Any], pki: PKI) -> list[str]:
+        """The real node's certificates and configuration; returns the kubelet's arguments."""
+        node = self.real_node
+        node.prepare_run_dir()
+        node.save_sysctls()
+        ports = state["ports"]
+        return node.write_config(pki, state["server"], ports["kubelet"], ports["kubelet_healthz"])
+
+    def _start_real_node(
+        self,
+        state: dict[str, Any],
+        api: _Api,
+        images: list[Path],
+        kubelet_args: list[str],
+        deadline: float,
+    ) -> None:
+        node = self.real_node
+        self._wait("containerd", deadline, node.containerd_ready, what="serving its socket")
+        for tar in images:
+            node.import_image(tar)
+        self._spawn("kubelet", Path(state["bin_dir"]), kubelet_args)
+        path = f"/api/v1/nodes/{node.name}"
+        self._wait("kubelet", deadline, lambda: api.exists(path), what="registered")
+        # --cloud-provider=external: we are the cloud provider (see realnode.py).
+        merge = "application/merge-patch+json"
+        addresses = [{"type": "InternalIP", "address": NODE_IP}]
+        api.request("PATCH", f"{path}/status", {"status": {"addresses": addresses}}, merge)
+        taints = api.request("GET", path)["spec"].get("taints") or []
+        kept = [t for t in taints if t["key"] != UNINITIALIZED_TAINT]
+        api.request("PATCH", path, {"spec": {"taints": kept}}, merge)
+        self._wait("kubelet", deadline, lambda: node.name in _ready_nodes(api), what="Ready")
 
     def _spawn(
         self, component: str, bins: Path, args: list[str], *, exe: Path | None = None
@@ -589,36 +661,60 @@ class LocalCluster:
         if state is None:
             bins = self._bin_dir or _safe_bin_dir()
             state = {"bin_dir": str(bins)} if bins is not None else None
-        pids: list[tuple[str, int]] = []
+        running: list[tuple[str, int]] = []
         for component in reversed(COMPONENTS):
             pid = self._read_pid(component)
             exe = _exe(state, component) if state is not None else None
             if pid is not None and exe is not None and _pid_alive(pid, exe):
-                pids.append((component, pid))
+                running.append((component, pid))
         deadline = time.monotonic() + grace
-        # etcd last: a kube-apiserver whose etcd is gone does not finish its graceful
+        # The kubelet first (it would restart the pods' containers), then what runs in the
+        # pods; etcd last: a kube-apiserver whose etcd is gone does not finish its graceful
         # shutdown and would sit out the whole grace period.
-        for wave in ([p for p in pids if p[0] != "etcd"], [p for p in pids if p[0] == "etcd"]):
-            for _, pid in wave:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGTERM)
-            for component, pid in wave:
-                exe = _exe(state, component) if state is not None else None
-                while exe is not None and time.monotonic() < deadline:
-                    _reap(pid)
-                    if not _pid_alive(pid, exe):
-                        break
-                    time.sleep(0.1)
-                else:
-                    with contextlib.suppress(ProcessLookupError):
-                        os.kill(pid, signal.SIGKILL)
-                    _reap(pid)
+        self._stop_wave([p for p in running if p[0] == "kubelet"], state, deadline)
+        self.real_node.kill_pods()
+        self._stop_wave([p for p in running if p[0] not in ("kubelet", "etcd")], state, deadline)
+        self._stop_wave([p for p in running if p[0] == "etcd"], state, deadline)
+        self.real_node.cleanup()
         for proc in self._procs.values():
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=5)
         self._procs.clear()
         for component in COMPONENTS:
             self._pid_file(component).unlink(missing_ok=True)
+
+    @staticmethod
+    def _stop_wave(
+        wave: list[tuple[str, int]], state: dict[str, Any] | None, deadline: float
+    ) -> None:
+        for _, pid in wave:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)
+        for component, pid in wave:
+            exe = _exe(state, component) if state is not None else None
+            while exe is not None and time.monotonic() < deadline:
+                _reap(pid)
+                if not _pid_alive(pid, exe):
+                    break
+                time.sleep(0.1)
+            else:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+                _reap(pid)
+
+
+def audit_policy() -> dict[str, Any]:
+    """Log, at metadata level, every request of a ServiceAccount in OPERATOR_NAMESPACE (the
+    chart-installed operator) and nothing else: its verbs and the codes it was answered."""
+    return {
+        "apiVersion": "audit.k8s.io/v1",
+        "kind": "Policy",
+        "omitStages": ["RequestReceived"],
+        "rules": [
+            {"level": "Metadata", "userGroups": [f"system:serviceaccounts:{OPERATOR_NAMESPACE}"]},
+            {"level": "None"},
+        ],
+    }
 
 
 def _exe(state: dict[str, Any], component: str) -> Path:
@@ -737,6 +833,10 @@ def _http_get(
         return 0, ""
 
 
+def _answers(url: str, ctx: ssl.SSLContext | None) -> Callable[[], bool]:
+    return lambda: _http_get(url, ctx=ctx)[0] == 200
+
+
 def _body_ok(result: tuple[int, str], needle: str) -> bool:
     return result[0] == 200 and needle in result[1]
 
@@ -747,11 +847,17 @@ class _Api:
     def __init__(self, server: str, ctx: ssl.SSLContext, token: str) -> None:
         self.server, self.ctx, self.token = server, ctx, token
 
-    def request(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+    def request(
+        self,
+        method: str,
+        path: str,
+        body: dict[str, Any] | None = None,
+        content_type: str = "application/json",
+    ) -> Any:
         data = json.dumps(body).encode() if body is not None else None
         req = urllib.request.Request(f"{self.server}{path}", data=data, method=method)
         req.add_header("Authorization", f"Bearer {self.token}")
-        req.add_header("Content-Type", "application/json")
+        req.add_header("Content-Type", content_type)
         try:
             with urllib.request.urlopen(req, timeout=10, context=self.ctx) as resp:
                 return json.loads(resp.read() or b"null")
@@ -762,9 +868,11 @@ class _Api:
                 f"{method} {path}: HTTP {exc.code}: {exc.read().decode(errors='replace')}"
             ) from exc
 
+    def get_status(self, path: str) -> int:
+        return _http_get(f"{self.server}{path}", ctx=self.ctx, token=self.token)[0]
+
     def exists(self, path: str) -> bool:
-        status, _ = _http_get(f"{self.server}{path}", ctx=self.ctx, token=self.token)
-        return status == 200
+        return self.get_status(path) == 200
 
 
 def _ready_nodes(api: _Api) -> set[str]:

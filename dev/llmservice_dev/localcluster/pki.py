@@ -51,6 +51,15 @@ class PKI:
         return self.directory / "front-proxy-client.key"
 
     @property
+    def kubelet_client_crt(self) -> Path:
+        """The API server's client certificate towards kubelets (logs, exec)."""
+        return self.directory / "apiserver-kubelet-client.crt"
+
+    @property
+    def kubelet_client_key(self) -> Path:
+        return self.directory / "apiserver-kubelet-client.key"
+
+    @property
     def sa_key(self) -> Path:
         return self.directory / "sa.key"
 
@@ -67,6 +76,8 @@ class PKI:
             self.front_proxy_ca_crt,
             self.front_proxy_client_crt,
             self.front_proxy_client_key,
+            self.kubelet_client_crt,
+            self.kubelet_client_key,
             self.sa_key,
             self.sa_pub,
         )
@@ -92,13 +103,17 @@ def _make_ca(d: Path, name: str, cn: str) -> None:
     )  # fmt: skip
 
 
-def _make_cert(d: Path, name: str, ca: str, cn: str, extensions: str) -> None:
+def _make_cert(
+    d: Path, name: str, ca: str | Path, cn: str, extensions: str, organization: str = ""
+) -> None:
+    """``name``.crt/.key in ``d``, signed by ``ca``.crt/.key (a name in ``d`` or a path)."""
     (d / f"{name}.ext").write_text(
         "basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\n"
         + extensions
     )
+    subject = (f"/O={organization}" if organization else "") + f"/CN={cn}"
     _openssl(
-        "req", *_EC, "-keyout", f"{name}.key", "-out", f"{name}.csr", "-subj", f"/CN={cn}",
+        "req", *_EC, "-keyout", f"{name}.key", "-out", f"{name}.csr", "-subj", subject,
         cwd=d,
     )  # fmt: skip
     _openssl(
@@ -106,6 +121,27 @@ def _make_cert(d: Path, name: str, ca: str, cn: str, extensions: str) -> None:
         "-CAcreateserial", "-out", f"{name}.crt", "-days", _DAYS, "-extfile", f"{name}.ext",
         cwd=d,
     )  # fmt: skip
+    (d / f"{name}.key").chmod(0o600)
+
+
+def make_client_cert(pki: PKI, directory: Path, name: str, cn: str, organization: str) -> None:
+    """A client certificate from the cluster CA (the user ``cn`` in group ``organization``)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    ca = pki.directory / "ca"
+    _make_cert(directory, name, ca, cn, "extendedKeyUsage=clientAuth\n", organization)
+
+
+def make_serving_cert(pki: PKI, directory: Path, name: str, cn: str, sans: list[str]) -> None:
+    """A serving certificate from the cluster CA for ``sans`` (``IP:...``/``DNS:...``)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    ca = pki.directory / "ca"
+    _make_cert(
+        directory,
+        name,
+        ca,
+        cn,
+        f"extendedKeyUsage=serverAuth\nsubjectAltName={','.join(sans)}\n",
+    )
 
 
 def create_pki(directory: Path, *, service_ip: str = "10.96.0.1") -> PKI:
@@ -141,6 +177,14 @@ def create_pki(directory: Path, *, service_ip: str = "10.96.0.1") -> PKI:
         "front-proxy-ca",
         FRONT_PROXY_CLIENT,
         "extendedKeyUsage=clientAuth\n",
+    )
+    _make_cert(
+        d,
+        "apiserver-kubelet-client",
+        "ca",
+        "kube-apiserver-kubelet-client",
+        "extendedKeyUsage=clientAuth\n",
+        organization="system:masters",
     )
     _openssl(
         "genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048", "-out", "sa.key", cwd=d

@@ -76,11 +76,12 @@ class ObservedState:
 
 
 class KubeAdapter:
-    def __init__(self, api_client: client.ApiClient) -> None:
+    def __init__(self, api_client: client.ApiClient, cache_dir: Path | None = None) -> None:
         # The dynamic client's default discovery cache is a file in /tmp shared by every process
         # that talks to the same server URL: one that outlived an uninstalled CRD (or another
-        # cluster at that URL) makes every list of that kind a 404. Ours lives and dies with us.
-        cache_dir = Path(tempfile.mkdtemp(prefix="llmservice-operator-discovery-"))
+        # cluster at that URL) makes every list of that kind a 404. Ours lives and dies with us,
+        # under `cache_dir` (the chart's writable emptyDir; the root filesystem is read-only).
+        cache_dir = Path(tempfile.mkdtemp(prefix="llmservice-operator-discovery-", dir=cache_dir))
         weakref.finalize(self, shutil.rmtree, cache_dir, ignore_errors=True)
         self._dynamic = DynamicClient(  # type: ignore[no-untyped-call]
             api_client, cache_file=str(cache_dir / "discovery.json")

@@ -1,7 +1,9 @@
 """Leader election on a coordination.k8s.io Lease: of N operator replicas, one acts.
 
 The standby blocks in `acquire()`; the leader renews in a background thread and exits the
-process if it cannot renew before the lease expires (another replica may then act).
+process if it cannot renew before the lease expires (another replica may then act). A leader
+that stops cleanly `release()`s the lease, so a standby takes over at its next try instead of
+waiting for the lease to expire.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 
 from kubernetes import client
@@ -86,23 +89,58 @@ class LeaseElector:
             raise
         return True
 
-    def acquire(self) -> None:
-        """Block until this process holds the lease."""
+    @property
+    def retry_seconds(self) -> float:
+        return self._duration / 3
+
+    def acquire(self, on_try: Callable[[], None] = lambda: None) -> None:
+        """Block until this process holds the lease; `on_try` runs after every attempt (the
+        standby's heartbeat)."""
         announced = False
-        while not self._try():
+        while True:
+            try:
+                if self._try():
+                    break
+            except client.ApiException as err:
+                log.warning("lease %s/%s: %s", self._namespace, self._name, err.reason)
+            on_try()
             if not announced:
                 log.info(
                     "standing by: lease %s/%s held by another replica", self._namespace, self._name
                 )
                 announced = True
-            time.sleep(self._duration / 3)
+            time.sleep(self.retry_seconds)
+        on_try()
         log.info("acquired lease %s/%s as %s", self._namespace, self._name, self.identity)
+
+    def release(self) -> bool:
+        """Give the lease up if we hold it (a clean stop); True when it was ours."""
+        try:
+            lease = self._api.read_namespaced_lease(self._name, self._namespace)
+        except client.ApiException as err:
+            log.warning("could not release lease %s/%s: %s", self._namespace, self._name, err)
+            return False
+        spec = lease.spec
+        if spec is None or spec.holder_identity != self.identity:
+            return False
+        now = _now()
+        spec.holder_identity = None
+        spec.lease_duration_seconds = 1
+        spec.renew_time = now
+        spec.acquire_time = now
+        try:
+            self._api.replace_namespaced_lease(self._name, self._namespace, lease)
+        except client.ApiException as err:
+            log.warning("could not release lease %s/%s: %s", self._namespace, self._name, err)
+            return False
+        log.info("released lease %s/%s", self._namespace, self._name)
+        return True
 
     def keep_renewing(self) -> threading.Thread:
         def loop() -> None:
             last_ok = time.monotonic()
             while True:
-                time.sleep(self._duration / 3)
+                time.sleep(self.retry_seconds)
                 try:
                     if self._try():
                         last_ok = time.monotonic()

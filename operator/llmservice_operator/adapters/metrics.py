@@ -16,6 +16,7 @@ class OperatorMetrics:
     errors: Counter
     duration: Histogram
     managed_services: Gauge
+    leader: Gauge
 
     @classmethod
     def create(cls, registry: CollectorRegistry | None = None) -> OperatorMetrics:
@@ -34,5 +35,10 @@ class OperatorMetrics:
             ),
             managed_services=Gauge(
                 "llmservice_managed_services", "LLMServices being managed", registry=registry
+            ),
+            leader=Gauge(
+                "llmservice_leader",
+                "1 while this replica holds the leader Lease (or runs without election)",
+                registry=registry,
             ),
         )

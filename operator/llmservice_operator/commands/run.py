@@ -1,15 +1,35 @@
-"""`llmservice run`: the operator process (leader election, kopf, /healthz, /metrics)."""
+"""`llmservice run`: the operator process (leader election, kopf, /healthz, /readyz, /metrics).
+
+Start-up fails fast: bad settings, no credentials, an API server that does not answer or a GPU
+catalog that does not load print one line (`llmservice run: error: ...`) and exit 1, so a pod
+shows CrashLoopBackOff with the reason in `kubectl logs` instead of looking alive.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
 import logging
-import os
 import socket
-from typing import Any
+import sys
+import uuid
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from kubernetes import client
+
+    from ..adapters.health import Health
+    from ..adapters.leader import LeaseElector
+    from ..adapters.metrics import OperatorMetrics
+    from ..settings import OperatorSettings
 
 __all__ = ["add_parser", "run"]
+
+log = logging.getLogger("llmservice.run")
+
+
+class StartupError(Exception):
+    """The operator cannot start; the message says what to change."""
 
 
 class _JsonFormatter(logging.Formatter):
@@ -27,22 +47,97 @@ class _JsonFormatter(logging.Formatter):
 
 def add_parser(subparsers: argparse._SubParsersAction[Any]) -> None:
     parser = subparsers.add_parser(
-        "run", help="run the operator", description="Settings come from LLMSERVICE_* variables."
+        "run",
+        help="run the operator",
+        description="Run the operator. Settings come from LLMSERVICE_* variables "
+        "(see operator/llmservice_operator/settings.py).",
     )
-    parser.add_argument("--no-leader-election", action="store_true")
+    parser.add_argument(
+        "--no-leader-election",
+        action="store_true",
+        help="act at once, without taking the Lease (only when a single replica runs)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
-    import kopf
-    from prometheus_client import start_http_server
+    try:
+        return _run(args)
+    except StartupError as err:
+        print(f"llmservice run: error: {err}", file=sys.stderr)
+        return 1
 
-    from ..adapters.kube import load_kube_config
-    from ..adapters.leader import LeaseElector
+
+def _run(args: argparse.Namespace) -> int:
+    import kopf
+
+    from ..adapters.health import Health
+    from ..adapters.kube import KubeAdapter
     from ..adapters.metrics import OperatorMetrics
     from ..handlers import OperatorState, register
+    from ..reconcile import Reconciler
+
+    settings = _settings()
+    _configure_logging(settings)
+    catalog = _catalog(settings)
+    api_client = _connect(settings)
+    metrics = OperatorMetrics.create()
+    health = Health(stale_after_s=max(60.0, 3 * settings.lease_duration_seconds))
+    _serve_http(settings, health, metrics)
+
+    # Unique per process: a container restarted in the same pod must not inherit the lease.
+    identity = f"{settings.identity or socket.gethostname()}_{uuid.uuid4().hex[:8]}"
+    elector = None
+    if settings.leader_election and not args.no_leader_election:
+        elector = _elect(settings, api_client, health, identity)
+    metrics.leader.set(1)
+    health.set_role("leader")
+
+    kube = KubeAdapter(api_client, cache_dir=settings.runtime_dir)
+    state = OperatorState(
+        settings=settings,
+        metrics=metrics,
+        kube=kube,
+        reconciler=Reconciler(kube, catalog, settings.prometheus_url, metrics),
+        heartbeat=health.beat,
+    )
+    registry = kopf.OperatorRegistry()
+    register(registry, state)
+    namespaces = settings.namespace_list()
+    try:
+        kopf.run(
+            registry=registry,
+            standalone=True,
+            clusterwide=not namespaces,
+            namespaces=namespaces,
+            liveness_endpoint=None,  # ours (adapters/health.py) also answers while standing by
+            # Given, or kopf asks getpass for a user name: none exists for a uid with no
+            # /etc/passwd entry (the image runs as 10001).
+            identity=identity,  # type: ignore[arg-type]  # kopf's NewType of str
+        )
+    finally:
+        health.set_role("stopping")
+        metrics.leader.set(0)
+        if elector is not None:
+            elector.release()
+    return 0
+
+
+def _settings() -> OperatorSettings:
+    from pydantic import ValidationError
+
     from ..settings import OperatorSettings
 
-    settings = OperatorSettings()
+    try:
+        return OperatorSettings()
+    except ValidationError as err:
+        problems = "; ".join(
+            f"LLMSERVICE_{'_'.join(str(p) for p in e['loc']).upper()}: {e['msg']}"
+            for e in err.errors()
+        )
+        raise StartupError(f"bad settings: {problems}") from None
+
+
+def _configure_logging(settings: OperatorSettings) -> None:
     handler = logging.StreamHandler()
     if settings.log_format == "json":
         handler.setFormatter(_JsonFormatter())
@@ -50,32 +145,85 @@ def run(args: argparse.Namespace) -> int:
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
     logging.basicConfig(level=settings.log_level, handlers=[handler], force=True)
 
-    metrics = OperatorMetrics.create()
-    if settings.metrics_port:
-        start_http_server(settings.metrics_port, registry=metrics.registry)
-    if settings.leader_election and not args.no_leader_election:
-        identity = settings.identity or f"{socket.gethostname()}-{os.getpid()}"
-        elector = LeaseElector(
-            load_kube_config(),
-            settings.lease_name,
-            settings.lease_namespace,
-            identity,
-            settings.lease_duration_seconds,
-        )
-        elector.acquire()
-        elector.keep_renewing()
 
-    registry = kopf.OperatorRegistry()
-    register(registry, OperatorState(settings=settings, metrics=metrics))
-    namespaces = settings.namespace_list()
-    kopf.run(
-        registry=registry,
-        standalone=True,
-        clusterwide=not namespaces,
-        namespaces=namespaces,
-        # Port 0 turns the endpoint off (kopf would read it as its default, 80).
-        liveness_endpoint=(
-            f"http://0.0.0.0:{settings.health_port}/healthz" if settings.health_port else None
-        ),
+def _connect(settings: OperatorSettings) -> client.ApiClient:
+    """Credentials (in-cluster, else kubeconfig) and one authenticated call to prove them."""
+    import urllib3
+    from kubernetes import client, config
+
+    from ..adapters.kube import load_kube_config
+
+    try:
+        api_client = load_kube_config()
+    except (config.ConfigException, OSError) as err:
+        raise StartupError(
+            "no Kubernetes credentials: not in a pod with a ServiceAccount token, and no "
+            f"usable kubeconfig ($KUBECONFIG or ~/.kube/config): {err}"
+        ) from None
+    host = api_client.configuration.host
+    timeout = settings.api_timeout_seconds
+    try:
+        review = client.AuthenticationV1Api(api_client).create_self_subject_review(
+            client.V1SelfSubjectReview(), _request_timeout=(timeout, timeout)
+        )
+    except client.ApiException as err:
+        raise StartupError(
+            f"the API server at {host} refused us: {err.status} {err.reason}"
+        ) from None
+    except (urllib3.exceptions.HTTPError, OSError) as err:
+        reason = getattr(err, "reason", None) or err
+        raise StartupError(f"cannot reach the API server at {host}: {reason}") from None
+    user = review.status.user_info.username if review.status and review.status.user_info else "?"
+    log.info("connected to %s as %s", host, user)
+    return api_client
+
+
+def _catalog(settings: OperatorSettings) -> Any:
+    from ..sizing import load_catalog
+
+    try:
+        return load_catalog(settings.gpu_catalog)
+    except (OSError, ValueError) as err:
+        raise StartupError(str(err)) from None
+
+
+def _serve_http(settings: OperatorSettings, health: Health, metrics: OperatorMetrics) -> None:
+    from ..adapters.health import HealthServer
+    from ..adapters.ports_file import write_ports
+
+    try:
+        shared = settings.metrics_port == settings.health_port != 0
+        registry = metrics.registry
+        health_server = HealthServer(settings.health_port, health, registry if shared else None)
+        health_server.start()
+        metrics_port = (
+            health_server.port
+            if shared
+            else HealthServer(settings.metrics_port, health, registry).start().port
+        )
+        ports = {"health": health_server.port, "metrics": metrics_port}
+        write_ports(settings.ports_file, ports)
+    except OSError as err:
+        raise StartupError(
+            f"cannot serve the health/metrics ports ({settings.health_port}, "
+            f"{settings.metrics_port}) or write {settings.ports_file}: {err}"
+        ) from None
+    log.info("serving /healthz, /readyz on :%d and /metrics on :%d", ports["health"], metrics_port)
+
+
+def _elect(
+    settings: OperatorSettings, api_client: client.ApiClient, health: Health, identity: str
+) -> LeaseElector:
+    from ..adapters.leader import LeaseElector
+
+    elector = LeaseElector(
+        api_client,
+        settings.lease_name,
+        settings.lease_namespace,
+        identity,
+        settings.lease_duration_seconds,
     )
-    return 0
+    health.set_role("standby")
+    elector.acquire(on_try=health.beat)
+    elector.keep_renewing()
+    return elector

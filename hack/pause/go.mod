@@ -1,0 +1,3 @@
+module llmservice.local/pause
+
+go 1.26
