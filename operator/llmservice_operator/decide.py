@@ -22,6 +22,7 @@ from .api.status import (
     SizingStatus,
 )
 from .conditions import find, set_condition
+from .events import Event, EventType
 from .planning import ServicePlan, plan_service
 from .render.labels import REVISION, SERVICE, selector_labels
 from .render.objects import (
@@ -51,14 +52,7 @@ from .rollout import (
 from .scaling import ScalingOutcome
 from .sizing import GpuCatalog
 
-__all__ = ["Decision", "Event", "Snapshot", "decide"]
-
-
-@dataclass(frozen=True)
-class Event:
-    type: str  # Normal | Warning
-    reason: str
-    message: str
+__all__ = ["Decision", "Snapshot", "decide"]
 
 
 @dataclass(frozen=True)
@@ -303,7 +297,7 @@ def decide(
     if rescaled is not None:
         decision.events.append(rescaled)
     _desired_objects(decision, snapshot, plan, template, revision, rollout)
-    decision.events.extend(Event(e.type, e.reason, e.message) for e in rollout.events)
+    decision.events.extend(rollout.events)
     serving = _serving(snapshot, deployments, rollout, total)
     writer = _ConditionWriter(list(current.conditions), now, generation, decision.events)
     status = _status(service, plan, current, rollout, serving, scaling, writer, generation)
@@ -403,7 +397,7 @@ class _ConditionWriter:
         )
         changed = before is None or before.status != status or before.reason != reason
         if changed and status == "True" and type_ in _EVENT_ON_TRUE:
-            kind = "Warning" if type_ in ("Degraded", "ScalingDegraded") else "Normal"
+            kind: EventType = "Warning" if type_ in ("Degraded", "ScalingDegraded") else "Normal"
             event = Event(kind, reason if kind == "Warning" else type_, message)
             # Not twice: the rollout already said it (e.g. RolledBack) in this decision.
             if not any((e.type, e.reason) == (event.type, event.reason) for e in self.events):

@@ -20,7 +20,7 @@ import kopf
 from .adapters.kube import KubeAdapter
 from .adapters.metrics import OperatorMetrics
 from .api import GROUP, PLURAL, VERSION
-from .decide import Event
+from .events import Event
 from .reconcile import Reconciler
 from .render.labels import MANAGED_BY, SERVICE
 from .settings import OperatorSettings

@@ -27,7 +27,8 @@ from .adapters.smoke import run_smoke
 from .api import SpecError, parse_llmservice
 from .api.status import AutoscalingStatus
 from .autoscale import ReplicaSample
-from .decide import Decision, Event, Snapshot, decide, referenced_secrets
+from .decide import Decision, Snapshot, decide, referenced_secrets
+from .events import Event
 from .planning import ServicePlan, plan_service
 from .render.labels import REVISION
 from .rollout import RESUME_ANNOTATION, SmokeResult, SmokeTarget, judge_smoke, smoke_requests

@@ -54,6 +54,7 @@ from ..api.status import (
     RolloutStatus,
 )
 from ..api.timestamps import from_rfc3339, to_rfc3339, utc
+from ..events import Event, EventType
 from .analysis import (
     AnalysisPolicy,
     AnalysisTarget,
@@ -76,7 +77,6 @@ __all__ = [
     "ConditionChange",
     "DeploymentObservation",
     "RolloutDecision",
-    "RolloutEvent",
     "RolloutInput",
     "ServiceRef",
     "SmokeTarget",
@@ -249,13 +249,6 @@ class Traffic:
 
 
 @dataclass(frozen=True)
-class RolloutEvent:
-    type: Literal["Normal", "Warning"]
-    reason: str
-    message: str
-
-
-@dataclass(frozen=True)
 class ConditionChange:
     type: str
     status: ConditionStatus
@@ -277,7 +270,7 @@ class RolloutDecision:
     replicas: dict[str, int]
     """Replicas per revision. A revision with a Deployment that is not here is removed."""
     traffic: Traffic
-    events: tuple[RolloutEvent, ...]
+    events: tuple[Event, ...]
     conditions: tuple[ConditionChange, ...]
     """Progressing and RolledBack always; Degraded only while rolled back (True)."""
     measure: tuple[ResolvedCheck, ...] | None = None
@@ -318,7 +311,7 @@ class _Machine:
     now: datetime
     plan: tuple[Stage, ...]
     resumed: bool
-    events: list[RolloutEvent] = field(default_factory=list)
+    events: list[Event] = field(default_factory=list)
     layout: _Layout = field(default_factory=lambda: _Layout({}, Traffic(None, None, None, 0)))
     measure: tuple[ResolvedCheck, ...] | None = None
     smoke: SmokeTarget | None = None
@@ -353,8 +346,8 @@ class _Machine:
             return DeploymentObservation(0, 0)
         return self.inp.deployments.get(revision, DeploymentObservation(0, 0))
 
-    def event(self, type_: Literal["Normal", "Warning"], reason: str, message: str) -> None:
-        self.events.append(RolloutEvent(type_, reason, message))
+    def event(self, type_: EventType, reason: str, message: str) -> None:
+        self.events.append(Event(type_, reason, message))
 
     def set_ro(self, **update: object) -> RolloutStatus:
         base = self.ro or RolloutStatus(step_started_at=to_rfc3339(self.now))
