@@ -219,7 +219,7 @@ class Reconciler:
         service = parse_llmservice(body)
         spec = service.spec
         requests_ = smoke_requests(
-            served_model_name_of(service),
+            service.served_model_name,
             spec.engine.max_model_len,
             spec.slo,
             float(spec.rollout.smoke_test.timeout_seconds),
@@ -274,10 +274,6 @@ def _current_autoscaling(body: dict[str, Any]) -> AutoscalingStatus | None:
         return AutoscalingStatus.model_validate(raw)
     except ValueError:
         return None
-
-
-def served_model_name_of(service: Any) -> str:
-    return str(service.spec.model.served_name or service.metadata.name)
 
 
 def _ready_pod_ip(pods: list[dict[str, Any]], revision: str) -> str | None:

@@ -57,6 +57,12 @@ class LLMService(BaseModel):
     spec: LLMServiceSpec
     status: LLMServiceStatus | None = None
 
+    @property
+    def served_model_name(self) -> str:
+        """The model name the OpenAI API answers to: ``spec.model.servedName``, else the
+        service's own name."""
+        return self.spec.model.served_name or self.metadata.name
+
 
 def _field_path(prefix: str, loc: tuple[int | str, ...]) -> str:
     path = prefix

@@ -119,7 +119,8 @@ _EPS = 1e-9
 def default_target_queue_depth(max_num_seqs: int) -> float:
     """Waiting requests per ready replica worth adding a replica for: an eighth of the batch.
 
-    The same rule the renderer uses for the HPA/KEDA target, so every mode scales on one number.
+    The renderer sets the HPA/KEDA target with it too (render.objects.scaler), so every mode
+    scales on one number.
     """
     return float(max(1, max_num_seqs // 8))
 

@@ -18,6 +18,7 @@ import yaml
 
 from ..api import LLMService, SpecError
 from ..api.spec import LLMServiceSpec, ScalingBehavior
+from ..autoscale.policy import resolve_target_queue_depth
 from ..vllm.flags import flag_table
 from .labels import MANAGED_BY, REVISION, SERVICE, revision_selector, selector_labels
 from .shape import ServingShape
@@ -92,10 +93,6 @@ def _common_labels(inp: RenderInput) -> dict[str, str]:
     }
 
 
-def served_model_name(inp: RenderInput) -> str:
-    return inp.spec.model.served_name or inp.name
-
-
 def _model_tag(inp: RenderInput) -> str:
     source = inp.spec.model.source
     if source.type == "pvc":
@@ -119,7 +116,7 @@ def engine_args(inp: RenderInput) -> list[str]:
         _model_tag(inp),
         flag("--host"), "0.0.0.0",
         flag("--port"), str(inp.spec.serving.port),
-        flag("--served-model-name"), served_model_name(inp),
+        flag("--served-model-name"), inp.service.served_model_name,
         flag("--tensor-parallel-size"), str(inp.shape.tensor_parallel_size),
         flag("--pipeline-parallel-size"), str(inp.shape.pipeline_parallel_size),
         flag("--max-model-len"), str(engine.max_model_len),
@@ -358,17 +355,13 @@ def http_route(
     )
 
 
-def target_queue_depth(inp: RenderInput) -> float:
-    """Waiting requests per replica worth adding a replica for; a fraction of the batch size."""
-    explicit = inp.spec.scaling.target_queue_depth
-    if explicit is not None:
-        return explicit
-    return float(max(1, inp.shape.max_num_seqs // 8))
-
-
 def scaler(inp: RenderInput, target_deployment: str) -> dict[str, Any] | None:
     """The HPA (mode hpa) or KEDA ScaledObject (mode keda); None when the operator scales."""
     scaling = inp.spec.scaling
+    # The operator's own policy scales on the same number (autoscale.policy).
+    target_queue_depth = resolve_target_queue_depth(
+        scaling.target_queue_depth, inp.shape.max_num_seqs
+    )
     behaviours: dict[str, ScalingBehavior] = {
         "scale_up": scaling.scale_up,
         "scale_down": scaling.scale_down,
@@ -380,7 +373,7 @@ def scaler(inp: RenderInput, target_deployment: str) -> dict[str, Any] | None:
         "target": target_deployment,
         "min_replicas": scaling.min_replicas,
         "max_replicas": scaling.max_replicas,
-        "target_value": f"{target_queue_depth(inp):g}",
+        "target_value": f"{target_queue_depth:g}",
         **behaviours,
     }
     if scaling.mode == "hpa":
