@@ -1,4 +1,4 @@
-"""One reconcile's decision, computed from what exists (pure: snapshot + now -> decision).
+"""One reconcile's decision, computed from what exists (pure: body + observed + now -> decision).
 
 Level-based: whatever triggered the reconcile, the same function looks at the whole picture
 and says what to apply, what to prune, which replica counts to write, the one status to write,
@@ -23,8 +23,9 @@ from .api.status import (
 )
 from .conditions import find, set_condition
 from .events import Event, EventType
+from .observed import ObservedState
 from .planning import ServicePlan, plan_service
-from .render.labels import REVISION, SERVICE, selector_labels
+from .render.labels import SERVICE, selector_labels
 from .render.objects import (
     deployment,
     deployment_name,
@@ -52,28 +53,7 @@ from .rollout import (
 from .scaling import ScalingOutcome
 from .sizing import GpuCatalog
 
-__all__ = ["Decision", "Snapshot", "decide"]
-
-
-@dataclass(frozen=True)
-class Snapshot:
-    """Everything observed for one LLMService, as plain dicts from the API server."""
-
-    body: dict[str, Any]
-    owned: dict[tuple[str, str], dict[str, Any]]
-    pods: list[dict[str, Any]]
-    secrets: dict[str, set[str] | None]
-    missing_apis: frozenset[str] = frozenset()
-
-    def deployments(self) -> dict[str, dict[str, Any]]:
-        """Revision -> Deployment."""
-        found: dict[str, dict[str, Any]] = {}
-        for (kind, _name), obj in self.owned.items():
-            if kind == "Deployment":
-                revision = obj["metadata"].get("labels", {}).get(REVISION)
-                if revision:
-                    found[revision] = obj
-        return found
+__all__ = ["Decision", "decide", "referenced_secrets"]
 
 
 @dataclass
@@ -186,8 +166,10 @@ def _unschedulable_message(pods: list[dict[str, Any]]) -> str | None:
     return None
 
 
-def _invalid(snapshot: Snapshot, err: SpecError, now: datetime, generation: int | None) -> Decision:
-    current = _current_status(snapshot.body)
+def _invalid(
+    body: dict[str, Any], err: SpecError, now: datetime, generation: int | None
+) -> Decision:
+    current = _current_status(body)
     conditions = set_condition(
         current.conditions, "InvalidSpec", "True", "InvalidSpec", str(err), now, generation
     )
@@ -234,7 +216,8 @@ def _total_replicas(
 
 
 def decide(
-    snapshot: Snapshot,
+    body: dict[str, Any],
+    observed: ObservedState,
     catalog: GpuCatalog,
     now: datetime,
     prometheus_url: str,
@@ -243,25 +226,25 @@ def decide(
     scaling: ScalingOutcome | None = None,
     plan: ServicePlan | None = None,
 ) -> Decision:
-    """The whole desired state. See `rollout.step` for the measurement/smoke protocol:
+    """The whole desired state of the LLMService ``body`` (as the watch delivered it), given
+    what exists around it. See `rollout.step` for the measurement/smoke protocol:
     when the decision asks to `measure` or `smoke`, the caller runs them and calls again.
 
     ``plan``: the body's spec sized and rendered, when the caller already has it (sizing and
     rendering are most of a reconcile's CPU); made here otherwise."""
-    body = snapshot.body
     generation = body.get("metadata", {}).get("generation")
     try:
         service = parse_llmservice(body)
-        _check_secrets(service, snapshot.secrets)
+        _check_secrets(service, observed.secrets)
         if plan is None:
             plan = plan_service(service, catalog, prometheus_url)
     except SpecError as err:
-        return _invalid(snapshot, err, now, generation)
+        return _invalid(body, err, now, generation)
 
     current = _current_status(body)
     template = pod_template(plan.render_input)
     revision = revision_hash(template)
-    deployments = snapshot.deployments()
+    deployments = observed.deployments()
     rescaled: Event | None = None
     if scaling is not None:
         total = scaling.total
@@ -296,9 +279,9 @@ def decide(
     )
     if rescaled is not None:
         decision.events.append(rescaled)
-    _desired_objects(decision, snapshot, plan, template, revision, rollout)
+    _desired_objects(decision, body, observed, plan, template, revision, rollout)
     decision.events.extend(rollout.events)
-    serving = _serving(snapshot, deployments, rollout, total)
+    serving = _serving(observed, deployments, rollout, total)
     writer = _ConditionWriter(list(current.conditions), now, generation, decision.events)
     status = _status(service, plan, current, rollout, serving, scaling, writer, generation)
     decision.status = status.model_dump(by_alias=True, mode="json")
@@ -316,7 +299,8 @@ def _rescaled_event(current: LLMServiceStatus, scaling: ScalingOutcome) -> Event
 
 def _desired_objects(
     decision: Decision,
-    snapshot: Snapshot,
+    body: dict[str, Any],
+    observed: ObservedState,
     plan: ServicePlan,
     template: dict[str, Any],
     revision: str,
@@ -327,7 +311,7 @@ def _desired_objects(
     service = plan.service
     name = service.metadata.name
     mode = service.spec.scaling.mode
-    owner = _owner_reference(snapshot.body)
+    owner = _owner_reference(body)
     traffic = rollout.traffic
     stable = rollout.revisions.stable or revision
     objects: list[dict[str, Any]] = []
@@ -354,7 +338,7 @@ def _desired_objects(
         obj["metadata"]["ownerReferences"] = [owner]
     decision.apply.extend(objects)
 
-    deployments = snapshot.deployments()
+    deployments = observed.deployments()
     for rev, count in rollout.replicas.items():
         if mode == "manual" and rev == revision:
             continue  # the rendered object carries replicas
@@ -365,7 +349,7 @@ def _desired_objects(
             decision.scale[deployment_name(name, rev)] = count
     desired_names = {(o["kind"], o["metadata"]["name"]) for o in objects}
     desired_names |= {("Deployment", deployment_name(name, r)) for r in rollout.replicas}
-    for (kind, obj_name), obj in sorted(snapshot.owned.items()):
+    for (kind, obj_name), obj in sorted(observed.owned.items()):
         if (kind, obj_name) not in desired_names:
             decision.delete.append((obj.get("apiVersion", ""), kind, obj_name))
 
@@ -409,7 +393,7 @@ class _ConditionWriter:
 
 
 def _serving(
-    snapshot: Snapshot,
+    observed: ObservedState,
     deployments: dict[str, dict[str, Any]],
     rollout: RolloutDecision,
     total: int,
@@ -419,8 +403,8 @@ def _serving(
         replicas=sum(_replicas(d, "replicas") for d in serving),
         ready=sum(_replicas(d, "readyReplicas") for d in serving),
         target=total,
-        unschedulable=_unschedulable_message(snapshot.pods),
-        missing_apis=snapshot.missing_apis,
+        unschedulable=_unschedulable_message(observed.pods),
+        missing_apis=frozenset(observed.missing_apis),
     )
 
 

@@ -27,8 +27,9 @@ from .adapters.smoke import run_smoke
 from .api import SpecError, parse_llmservice
 from .api.status import AutoscalingStatus
 from .autoscale import ReplicaSample
-from .decide import Decision, Snapshot, decide, referenced_secrets
+from .decide import Decision, decide, referenced_secrets
 from .events import Event
+from .observed import ObservedState
 from .planning import ServicePlan, plan_service
 from .render.labels import REVISION
 from .rollout import RESUME_ANNOTATION, SmokeResult, SmokeTarget, judge_smoke, smoke_requests
@@ -112,17 +113,10 @@ class Reconciler:
         meta = body["metadata"]
         namespace, name = meta["namespace"], meta["name"]
         observed = self._kube.observe(namespace, name, referenced_secrets(body))
-        snapshot = Snapshot(
-            body=body,
-            owned=observed.owned,
-            pods=observed.pods,
-            secrets=observed.secrets,
-            missing_apis=frozenset(observed.missing_apis),
-        )
         plan = self._plan(body)
-        scaling = self._autoscale(plan, body, snapshot, now) if plan is not None else None
+        scaling = self._autoscale(plan, body, observed, now) if plan is not None else None
         decision = decide(
-            snapshot, self._catalog, now, self._prometheus_url, scaling=scaling, plan=plan
+            body, observed, self._catalog, now, self._prometheus_url, scaling=scaling, plan=plan
         )
         if decision.measure is not None:
             log.info(
@@ -133,7 +127,8 @@ class Reconciler:
             # not be charged to the next interval, pause or deadline.
             now = fixed_now or self._clock()
             decision = decide(
-                snapshot,
+                body,
+                observed,
                 self._catalog,
                 now,
                 self._prometheus_url,
@@ -142,7 +137,7 @@ class Reconciler:
                 plan=plan,
             )
         elif decision.smoke is not None:
-            result = self._smoke(body, snapshot, decision.smoke)
+            result = self._smoke(body, observed, decision.smoke)
             log.info(
                 "%s/%s: smoke test of %s: %s",
                 namespace,
@@ -152,7 +147,8 @@ class Reconciler:
             )
             now = fixed_now or self._clock()
             decision = decide(
-                snapshot,
+                body,
+                observed,
                 self._catalog,
                 now,
                 self._prometheus_url,
@@ -184,7 +180,7 @@ class Reconciler:
             return None
 
     def _autoscale(
-        self, plan: ServicePlan, body: dict[str, Any], snapshot: Snapshot, now: datetime
+        self, plan: ServicePlan, body: dict[str, Any], observed: ObservedState, now: datetime
     ) -> ScalingOutcome | None:
         """Operator-mode scaling: every evaluation interval, from the Ready pods' gauges."""
         service = plan.service
@@ -194,13 +190,13 @@ class Reconciler:
             return None
         if not evaluation_due(previous, spec, now) and previous is not None:
             return ScalingOutcome(previous.desired_replicas, previous, previous.degraded_reason)
-        ready_names, _loading = pod_counts(snapshot.pods)
+        ready_names, _loading = pod_counts(observed.pods)
         version = service.spec.engine.vllm_version
         samples: dict[str, ReplicaSample] | None
         if not ready_names:
             samples, error = {}, None
         elif spec.metrics_source == "pods":
-            ready = [p for p in snapshot.pods if p["metadata"]["name"] in ready_names]
+            ready = [p for p in observed.pods if p["metadata"]["name"] in ready_names]
             samples, error = samples_from_pods(
                 ready, service.spec.serving.port, version, self._completions, now.timestamp()
             )
@@ -212,10 +208,12 @@ class Reconciler:
         if spec.arrival_rate_query is not None:
             arrivals = arrival_rate_from_prometheus(self._prometheus, spec.arrival_rate_query)
         return evaluate(
-            spec, plan.sizing.max_num_seqs, previous, snapshot.pods, samples, error, now, *arrivals
+            spec, plan.sizing.max_num_seqs, previous, observed.pods, samples, error, now, *arrivals
         )
 
-    def _smoke(self, body: dict[str, Any], snapshot: Snapshot, target: SmokeTarget) -> SmokeResult:
+    def _smoke(
+        self, body: dict[str, Any], observed: ObservedState, target: SmokeTarget
+    ) -> SmokeResult:
         service = parse_llmservice(body)
         spec = service.spec
         requests_ = smoke_requests(
@@ -224,7 +222,7 @@ class Reconciler:
             spec.slo,
             float(spec.rollout.smoke_test.timeout_seconds),
         )
-        ip = _ready_pod_ip(snapshot.pods, target.revision)
+        ip = _ready_pod_ip(observed.pods, target.revision)
         if ip is None:
             return SmokeResult(False, retryable=True, message="no Ready candidate pod yet")
         api_key = None

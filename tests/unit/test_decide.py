@@ -1,4 +1,5 @@
-"""decide(): one reconcile's decision from a snapshot (pure), and the status merge patch."""
+"""decide(): one reconcile's decision from a body and what is observed (pure), and the status
+merge patch."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ from typing import Any
 import yaml
 
 from llmservice_operator.api.status import AutoscalingStatus
-from llmservice_operator.decide import Snapshot, decide
+from llmservice_operator.decide import decide
+from llmservice_operator.observed import ObservedState
 from llmservice_operator.reconcile import merge_patch
 from llmservice_operator.scaling import ScalingOutcome
 from llmservice_operator.sizing import load_catalog
@@ -26,17 +28,12 @@ def _body(example: str = "llama-3.1-8b.yaml") -> dict[str, Any]:
     return body
 
 
-def _snapshot(body: dict[str, Any], owned: dict[tuple[str, str], Any] | None = None) -> Snapshot:
-    return Snapshot(
-        body=body,
-        owned=owned or {},
-        pods=[],
-        secrets={"hf-token": {"token"}},
-    )
+def _observed(owned: dict[tuple[str, str], Any] | None = None) -> ObservedState:
+    return ObservedState(owned=owned or {}, secrets={"hf-token": {"token"}})
 
 
 def test_first_reconcile_creates_owned_objects_and_reports_sizing() -> None:
-    decision = decide(_snapshot(_body()), CATALOG, NOW, "http://prom:9090")
+    decision = decide(_body(), _observed(), CATALOG, NOW, "http://prom:9090")
     kinds = sorted(o["kind"] for o in decision.apply)
     assert kinds == ["Deployment", "NetworkPolicy", "PodDisruptionBudget", "Service"]
     for obj in decision.apply:
@@ -56,15 +53,8 @@ def test_first_reconcile_creates_owned_objects_and_reports_sizing() -> None:
 
 def test_missing_secret_is_invalid_spec_and_touches_nothing() -> None:
     body = _body()
-    snapshot = Snapshot(
-        body=body,
-        owned={("Deployment", "x"): {}},
-        pods=[],
-        secrets={
-            "hf-token": None,
-        },
-    )
-    decision = decide(snapshot, CATALOG, NOW, "")
+    observed = ObservedState(owned={("Deployment", "x"): {}}, secrets={"hf-token": None})
+    decision = decide(body, observed, CATALOG, NOW, "")
     assert decision.apply == [] and decision.delete == [] and decision.scale == {}
     assert decision.status["phase"] == "InvalidSpec"
     [cond] = [c for c in decision.status["conditions"] if c["type"] == "InvalidSpec"]
@@ -77,7 +67,7 @@ def test_model_that_does_not_fit_names_what_to_change() -> None:
     body["spec"]["model"]["id"] = "meta-llama/Llama-3.1-70B-Instruct"
     body["spec"]["resources"] = {"gpu": "L4", "minConcurrency": 64}
     body["spec"]["engine"]["maxModelLen"] = 131072
-    decision = decide(_snapshot(body), CATALOG, NOW, "")
+    decision = decide(body, _observed(), CATALOG, NOW, "")
     conds = {c["type"]: c for c in decision.status["conditions"]}
     assert conds["Sized"]["status"] == "False"
     assert "L4" in conds["InvalidSpec"]["message"]
@@ -87,17 +77,17 @@ def test_model_that_does_not_fit_names_what_to_change() -> None:
 def test_unknown_model_without_architecture_asks_for_the_override() -> None:
     body = _body()
     body["spec"]["model"]["id"] = "acme/secret-model"
-    decision = decide(_snapshot(body), CATALOG, NOW, "")
+    decision = decide(body, _observed(), CATALOG, NOW, "")
     [cond] = [c for c in decision.status["conditions"] if c["type"] == "InvalidSpec"]
     assert "spec.model.architecture" in cond["message"]
 
 
 def test_second_reconcile_with_same_state_changes_nothing() -> None:
     body = _body()
-    first = decide(_snapshot(body), CATALOG, NOW, "")
+    first = decide(body, _observed(), CATALOG, NOW, "")
     stored = copy.deepcopy(body)
     stored["status"] = merge_patch({}, first.status)
-    again = decide(_snapshot(stored), CATALOG, NOW, "")
+    again = decide(stored, _observed(), CATALOG, NOW, "")
     assert merge_patch(stored["status"], again.status) == {}
     assert again.events == []
 
@@ -110,7 +100,7 @@ def test_merge_patch_nulls_only_what_exists() -> None:
 
 
 def _revision(body: dict[str, Any]) -> str:
-    decision = decide(_snapshot(body), CATALOG, NOW, "")
+    decision = decide(body, _observed(), CATALOG, NOW, "")
     [deployment] = [o for o in decision.apply if o["kind"] == "Deployment"]
     name: str = deployment["metadata"]["name"]
     return name
@@ -150,11 +140,11 @@ def test_an_autoscaler_rescale_is_an_event_saying_why() -> None:
     body = _body()
     body["status"] = {"autoscaling": {"desiredReplicas": 1, "reason": "holding 1: ..."}}
     up = "scale up 1 -> 3: 40 waiting over 1 ready replica (40.0 each, target 14)"
-    decision = decide(_snapshot(body), CATALOG, NOW, "http://prom:9090", scaling=_scaled(3, up))
+    decision = decide(body, _observed(), CATALOG, NOW, "http://prom:9090", scaling=_scaled(3, up))
     rescaled = [e for e in decision.events if e.reason == "Rescaled"]
     assert [(e.type, e.message) for e in rescaled] == [("Normal", up)]
 
-    held = decide(_snapshot(body), CATALOG, NOW, "http://prom:9090", scaling=_scaled(1, "hold"))
+    held = decide(body, _observed(), CATALOG, NOW, "http://prom:9090", scaling=_scaled(1, "hold"))
     assert not [e for e in held.events if e.reason == "Rescaled"]
-    first = decide(_snapshot(_body()), CATALOG, NOW, "http://prom:9090", scaling=_scaled(2, "x"))
+    first = decide(_body(), _observed(), CATALOG, NOW, "http://prom:9090", scaling=_scaled(2, "x"))
     assert not [e for e in first.events if e.reason == "Rescaled"]

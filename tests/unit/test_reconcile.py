@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from llmservice_operator import reconcile as reconcile_module
-from llmservice_operator.adapters.kube import ObservedState
+from llmservice_operator.observed import ObservedState
 from llmservice_operator.reconcile import Reconciler, merge_patch
 from llmservice_operator.render.labels import REVISION
 from llmservice_operator.rollout import Series, SmokeResult

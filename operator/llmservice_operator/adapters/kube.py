@@ -12,7 +12,6 @@ import shutil
 import tempfile
 import threading
 import weakref
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +22,7 @@ from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
 
 from ..api import API_VERSION, KIND
 from ..api.timestamps import to_rfc3339
+from ..observed import ObservedState
 from ..render.labels import SERVICE
 
 __all__ = [
@@ -30,7 +30,6 @@ __all__ = [
     "FIELD_MANAGER",
     "OWNED_KINDS",
     "KubeAdapter",
-    "ObservedState",
     "load_kube_config",
 ]
 
@@ -51,6 +50,7 @@ OWNED_KINDS: tuple[tuple[str, str], ...] = (
     ("gateway.networking.k8s.io/v1", "HTTPRoute"),
 )
 
+
 def load_kube_config() -> client.ApiClient:
     """In-cluster config when running in a pod, else $KUBECONFIG / ~/.kube/config."""
     try:
@@ -58,21 +58,6 @@ def load_kube_config() -> client.ApiClient:
     except config.ConfigException:
         config.load_kube_config()  # type: ignore[no-untyped-call]
     return client.ApiClient()
-
-
-@dataclass
-class ObservedState:
-    """What exists now for one LLMService."""
-
-    owned: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
-    pods: list[dict[str, Any]] = field(default_factory=list)
-    #: Secret name -> its data keys; None when the Secret does not exist.
-    secrets: dict[str, set[str] | None] = field(default_factory=dict)
-    #: Kinds whose API is not installed in the cluster (e.g. KEDA's ScaledObject).
-    missing_apis: set[str] = field(default_factory=set)
-
-    def by_kind(self, kind: str) -> list[dict[str, Any]]:
-        return [obj for (k, _name), obj in sorted(self.owned.items()) if k == kind]
 
 
 class KubeAdapter:
@@ -114,6 +99,7 @@ class KubeAdapter:
             self._dynamic.resources.invalidate_cache()
 
     def observe(self, namespace: str, name: str, secret_names: list[str]) -> ObservedState:
+        """The core's observed state of one LLMService: its owned objects, pods and Secrets."""
         state = ObservedState()
         selector = f"{SERVICE}={name}"
         for api_version, kind in OWNED_KINDS:
