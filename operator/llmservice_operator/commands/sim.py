@@ -49,7 +49,7 @@ from llmservice_operator.sim.profile import (
     fallback_profile,
     from_sizing,
 )
-from llmservice_operator.sim.server import ServerFaults, SimConfig, SimServer
+from llmservice_operator.sim.server import KEEPALIVE_TIMEOUT_S, ServerFaults, SimConfig, SimServer
 from llmservice_operator.vllm.metrics import LATEST_KNOWN_VLLM_VERSION, metric_names
 
 __all__ = [
@@ -425,5 +425,12 @@ def run(args: argparse.Namespace) -> int:
         file=sys.stderr,
         flush=True,
     )
-    web.run_app(server.app(), host=options.host, port=options.port, access_log=None, print=None)
+    web.run_app(
+        server.app(),
+        host=options.host,
+        port=options.port,
+        access_log=None,
+        print=None,
+        keepalive_timeout=KEEPALIVE_TIMEOUT_S,
+    )
     return 0

@@ -12,6 +12,7 @@ request whose simulated TTFT is 400 ms streams its first token after 40 ms of wa
 ``vllm:time_to_first_token_seconds`` records 0.4, so PromQL sees the numbers a real engine
 would produce. A client measuring wall time multiplies by ``time_scale`` to compare.
 
+Like vLLM, an idle keep-alive connection is closed after 5 s (:data:`KEEPALIVE_TIMEOUT_S`).
 Differences from vLLM worth knowing: while "loading" (``startup_delay_s``) the server already
 listens and answers 503 (vLLM does not listen until the model is loaded; both fail a probe);
 prefix caching is accepted but not simulated; ``n > 1`` and logprobs are not supported.
@@ -38,7 +39,18 @@ from llmservice_operator.sim.exposition import SimMetrics
 from llmservice_operator.sim.profile import EngineProfile
 from llmservice_operator.vllm.metrics import LATEST_KNOWN_VLLM_VERSION, metric_names
 
-__all__ = ["ServerFaults", "SimConfig", "SimServer", "estimate_tokens", "serving"]
+__all__ = [
+    "KEEPALIVE_TIMEOUT_S",
+    "ServerFaults",
+    "SimConfig",
+    "SimServer",
+    "estimate_tokens",
+    "serving",
+]
+
+#: An idle keep-alive connection is closed after this many (wall) seconds, as vLLM's server
+#: (uvicorn's ``timeout_keep_alive``) does; aiohttp's own default would keep it 75 s.
+KEEPALIVE_TIMEOUT_S = 5.0
 
 #: Words the simulated model "generates", one per token.
 _VOCABULARY = (
@@ -567,7 +579,7 @@ class SimServer:
 @contextlib.asynccontextmanager
 async def serving(server: SimServer, host: str = "127.0.0.1", port: int = 0) -> AsyncIterator[str]:
     """Serve ``server`` inside the running event loop; yields its base URL (``port=0``: any)."""
-    runner = web.AppRunner(server.app(), access_log=None)
+    runner = web.AppRunner(server.app(), access_log=None, keepalive_timeout=KEEPALIVE_TIMEOUT_S)
     await runner.setup()
     try:
         site = web.TCPSite(runner, host, port)
