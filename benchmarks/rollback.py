@@ -52,7 +52,7 @@ from kubernetes.client.exceptions import ApiException
 
 from llmservice_dev.localcluster import ClusterInfo, LocalCluster
 from llmservice_operator.api.base import parse_duration_seconds
-from llmservice_operator.loadgen.client import LoadConfig, run_load
+from llmservice_operator.loadgen.client import LoadConfig, load_session, run_load
 from llmservice_operator.loadgen.distributions import LengthDist
 from llmservice_operator.loadgen.report import LoadReport, TargetCounts
 from llmservice_operator.loadgen.schedule import RateSchedule
@@ -175,7 +175,7 @@ class BackgroundLoad:
     async def _loop(self) -> None:
         """A chunk starts every ``chunk_s`` whatever the previous ones are waiting for, so
         slow answers do not slow the arrivals down (open loop across chunks too)."""
-        async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
+        async with load_session() as session:
             running: set[asyncio.Task[None]] = set()
             seed = 0
             next_start = time.monotonic()
