@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 from kubernetes import client, config
-from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic import DynamicClient
 from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
 
@@ -213,24 +212,6 @@ def _owned_by(obj: dict[str, Any], service_name: str) -> bool:
         if ref.get("kind") == KIND and ref.get("name") == service_name:
             return True
     return False
-
-
-def owner_reference(body: dict[str, Any]) -> dict[str, Any]:
-    meta = body["metadata"]
-    return {
-        "apiVersion": API_VERSION,
-        "kind": KIND,
-        "name": meta["name"],
-        "uid": meta["uid"],
-        "controller": True,
-        "blockOwnerDeletion": True,
-    }
-
-
-def is_transient(err: ApiException) -> bool:
-    """Conflicts, throttling and server errors are worth a retry; 4xx otherwise are not."""
-    status = getattr(err, "status", None)
-    return status is None or status in (409, 429) or int(status) >= 500
 
 
 def _event_body(obj: dict[str, Any], type_: str, reason: str, message: str) -> dict[str, Any]:

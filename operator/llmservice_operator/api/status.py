@@ -23,7 +23,7 @@ __all__ = [
 ]
 
 ConditionStatus = Literal["True", "False", "Unknown"]
-Phase = Literal["Pending", "Progressing", "Available", "Degraded", "Failed", "InvalidSpec"]
+Phase = Literal["Progressing", "Available", "Degraded", "InvalidSpec"]
 Verdict = Literal["Successful", "Failed", "Inconclusive", "Error", "NoData", "Running"]
 
 
@@ -127,7 +127,9 @@ class AutoscalingStatus(ApiModel):
 
 class LLMServiceStatus(ApiModel):
     observed_generation: int | None = None
-    phase: Phase = "Pending"
+    phase: Phase | None = Field(
+        default=None, description="Absent until the first reconcile; then always set."
+    )
     conditions: list[Condition] = Field(
         default_factory=list,
         json_schema_extra={

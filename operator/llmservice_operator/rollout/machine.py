@@ -281,10 +281,6 @@ class RolloutDecision:
     resume_consumed: bool = False
     """Remove the ``llmservice.dev/resume`` annotation."""
 
-    @property
-    def in_progress(self) -> bool:
-        return self.revisions.candidate is not None
-
 
 # -- the machine ----------------------------------------------------------------------------------
 
