@@ -35,6 +35,7 @@ __all__ = [
     "LoadConfig",
     "TargetSource",
     "load_session",
+    "prompt_text",
     "resolve_model",
     "run_load",
     "static_targets",
@@ -116,10 +117,14 @@ def plan(config: LoadConfig) -> list[_Planned]:
     ]
 
 
+def prompt_text(prompt_tokens: int) -> str:
+    """The prompt sent for ``prompt_tokens``: four characters a token, as the simulator counts
+    (it also gets the number itself); a real tokenizer makes its own count of it."""
+    return (_PROMPT_WORD * ((prompt_tokens * 4) // len(_PROMPT_WORD) + 1))[: prompt_tokens * 4]
+
+
 def _payload(config: LoadConfig, model: str, item: _Planned) -> dict[str, Any]:
-    text = (_PROMPT_WORD * ((item.prompt_tokens * 4) // len(_PROMPT_WORD) + 1))[
-        : item.prompt_tokens * 4
-    ]
+    text = prompt_text(item.prompt_tokens)
     payload: dict[str, Any] = {
         "model": model,
         "max_tokens": item.output_tokens,

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from llmservice_operator.loadgen.client import prompt_text
 from llmservice_operator.loadgen.distributions import LengthDist, parse_length_dist
 from llmservice_operator.loadgen.report import RequestRecord, percentile, summarize
 from llmservice_operator.loadgen.schedule import (
@@ -19,6 +20,7 @@ from llmservice_operator.loadgen.schedule import (
     load_schedule,
     parse_schedule,
 )
+from llmservice_operator.sim.server import estimate_tokens
 
 
 @pytest.mark.parametrize(
@@ -159,3 +161,11 @@ def test_summary_counts_rates_and_text() -> None:
     assert empty.error_rate == 0
     assert empty.ttft_s.p99 is None
     assert "TTFT" in empty.to_text()
+
+
+@pytest.mark.parametrize("tokens", [1, 2, 63, 128, 1000])
+def test_prompt_text_is_four_characters_a_token(tokens: int) -> None:
+    text = prompt_text(tokens)
+    assert len(text) == 4 * tokens
+    assert estimate_tokens(text) == tokens  # what the simulator counts without the hint
+    assert set(text.split()) <= {"lorem", "l", "lo", "lor", "lore"}
