@@ -173,7 +173,7 @@ def _invalid(
     conditions = set_condition(
         current.conditions, "InvalidSpec", "True", "InvalidSpec", str(err), now, generation
     )
-    if err.field.startswith("spec.resources") or "fit" in err.message:
+    if err.kind == "does_not_fit":
         conditions = set_condition(
             conditions, "Sized", "False", "DoesNotFit", err.message, now, generation
         )

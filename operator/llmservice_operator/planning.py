@@ -73,7 +73,8 @@ def size_service(service: LLMService, catalog: GpuCatalog) -> SizingResult:
     try:
         return choose_gpu(request, catalog, spec.resources.gpu, list(spec.resources.allowed_gpus))
     except SizingError as err:
-        raise SpecError(f"spec.{err.field}" if err.field else "spec.resources", str(err)) from err
+        field = f"spec.{err.field}" if err.field else "spec.resources"
+        raise SpecError(field, str(err), kind="does_not_fit") from err
 
 
 def serving_shape(result: SizingResult, catalog: GpuCatalog) -> ServingShape:
@@ -84,6 +85,7 @@ def serving_shape(result: SizingResult, catalog: GpuCatalog) -> ServingShape:
             f"{result.summary()} needs {result.gpus_per_replica} GPUs in one replica but a "
             f"{gpu.name} node has {gpu.gpus_per_node}; multi-node replicas are not supported "
             "yet: choose a larger GPU, fp8/awq quantization or a shorter maxModelLen",
+            kind="does_not_fit",
         )
     shm = result.shm_bytes
     # Host RAM: weights are staged through page cache while loading; keep a third of them.
@@ -110,7 +112,7 @@ def plan_service(
     """Size and render, or raise SpecError saying what to change."""
     result = size_service(service, catalog)
     if not result.fits:
-        raise SpecError("spec.resources", result.reason)
+        raise SpecError("spec.resources", result.reason, kind="does_not_fit")
     shape = serving_shape(result, catalog)
     render_input = RenderInput(service=service, shape=shape, prometheus_url=prometheus_url)
     return ServicePlan(

@@ -69,9 +69,26 @@ def test_model_that_does_not_fit_names_what_to_change() -> None:
     body["spec"]["engine"]["maxModelLen"] = 131072
     decision = decide(body, _observed(), CATALOG, NOW, "")
     conds = {c["type"]: c for c in decision.status["conditions"]}
-    assert conds["Sized"]["status"] == "False"
+    assert (conds["Sized"]["status"], conds["Sized"]["reason"]) == ("False", "DoesNotFit")
     assert "L4" in conds["InvalidSpec"]["message"]
     assert decision.apply == []
+
+
+def test_a_gpu_the_catalog_lacks_is_reported_as_not_fitting() -> None:
+    body = _body()
+    body["spec"]["resources"] = {"gpu": "B300-288GB"}
+    conds = {c["type"]: c for c in decide(body, _observed(), CATALOG, NOW, "").status["conditions"]}
+    assert (conds["Sized"]["status"], conds["Sized"]["reason"]) == ("False", "DoesNotFit")
+    assert "unknown GPU 'B300-288GB'" in conds["Sized"]["message"]
+
+
+def test_a_spec_error_that_is_not_about_fitting_leaves_sized_alone() -> None:
+    body = _body()
+    body["spec"]["engine"]["env"] = [{"name": "HF_TOKEN", "value": "x"}]  # set by the operator
+    conds = {c["type"]: c for c in decide(body, _observed(), CATALOG, NOW, "").status["conditions"]}
+    assert conds["InvalidSpec"]["status"] == "True"
+    assert "HF_TOKEN is set by the operator" in conds["InvalidSpec"]["message"]
+    assert "Sized" not in conds
 
 
 def test_unknown_model_without_architecture_asks_for_the_override() -> None:
