@@ -58,6 +58,13 @@ class RevisionRecord(ApiModel):
     revision: str
     outcome: Literal["Promoted", "RolledBack", "Superseded"]
     reason: str = ""
+    cause: str | None = Field(
+        default=None,
+        description=(
+            "RolledBack: what failed (AnalysisFailed, AnalysisError, SmokeTestFailed, "
+            "ProgressDeadlineExceeded), the RolledBack condition's reason."
+        ),
+    )
     time: str
 
 

@@ -351,12 +351,17 @@ class _Machine:
         return self.ro
 
     def record(
-        self, revision: str, outcome: Literal["Promoted", "RolledBack", "Superseded"], reason: str
+        self,
+        revision: str,
+        outcome: Literal["Promoted", "RolledBack", "Superseded"],
+        reason: str,
+        cause: str | None = None,
     ) -> None:
         entry = RevisionRecord(
             revision=revision,
             outcome=outcome,
             reason=reason,
+            cause=cause,
             time=to_rfc3339(self.now),
         )
         history = [*self.revs.history, entry][-_HISTORY_LIMIT:]
@@ -367,6 +372,11 @@ class _Machine:
             if entry.revision == revision:
                 return entry
         return None
+
+    def rollback_cause(self, revision: str) -> str:
+        """What failed when ``revision`` was rolled back (a condition reason)."""
+        record = self.last_record(revision)
+        return record.cause if record is not None and record.cause else "RolledBack"
 
     def step_started(self) -> datetime:
         ro = self.ro
@@ -762,7 +772,9 @@ class _Machine:
 
     def fail(self, candidate: str, index: int, failure: _Fail) -> None:
         self.revs = self.revs.model_copy(update={"failed": candidate})
-        self.record(candidate, "RolledBack", f"{failure.reason}: {failure.message}")
+        self.record(
+            candidate, "RolledBack", f"{failure.reason}: {failure.message}", cause=failure.reason
+        )
         self.event("Warning", failure.reason, f"{self.where(index)}: {failure.message}")
         self.set_ro(
             paused=False,
@@ -850,11 +862,9 @@ class _Machine:
         message = self.ro.message if self.ro is not None else ""
         if candidate is not None:
             if failed == candidate:
-                record = self.last_record(candidate)
-                cause = record.reason.split(":", 1)[0] if record else "RolledBack"
                 return (
                     ConditionChange("Progressing", "True", "RollingBack", message),
-                    ConditionChange("RolledBack", "True", cause, message),
+                    ConditionChange("RolledBack", "True", self.rollback_cause(candidate), message),
                     ConditionChange("Degraded", "True", "RollingBack", message),
                 )
             paused = self.ro is not None and self.ro.paused
@@ -867,7 +877,7 @@ class _Machine:
             )
         if failed is not None:
             record = self.last_record(failed)
-            cause = record.reason.split(":", 1)[0] if record else "RolledBack"
+            cause = self.rollback_cause(failed)
             text = (
                 f"revision {failed} was rolled back ({record.reason if record else cause}); "
                 f"{self.revs.stable} serves all traffic. Change the spec to try again."
