@@ -7,10 +7,10 @@ VENV := .venv
 BIN := $(VENV)/bin
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: install install-python install-system tools lint typecheck test test-unit \
+.PHONY: install install-python install-system tools images lint typecheck test test-unit \
         test-integration crds check-crds golden cluster-up cluster-down demo bench test-vllm-flags clean
 
-install: install-python install-system tools ## everything the tests need
+install: install-python install-system tools images ## everything the tests need
 
 install-python: $(BIN)/llmservice
 $(BIN)/llmservice: pyproject.toml dev/pyproject.toml
@@ -19,15 +19,21 @@ $(BIN)/llmservice: pyproject.toml dev/pyproject.toml
 	$(BIN)/pip install --quiet -e '.[dev]' -e ./dev
 	touch $@
 
-install-system: ## Debian packages: Prometheus (scrapes the simulator pods), openssl (cluster PKI)
-	@if ! command -v prometheus >/dev/null || ! command -v openssl >/dev/null; then \
-	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus openssl >/dev/null; \
+# Prometheus (scrapes the simulator pods), openssl (cluster PKI), docker.io (builds the images;
+# brings containerd and runc, the real node's runtime), mmdebstrap (the images' Debian base).
+SYSTEM_PACKAGES := prometheus openssl docker.io mmdebstrap
+install-system: ## Debian packages the tests use
+	@if ! dpkg-query -W $(SYSTEM_PACKAGES) >/dev/null 2>&1; then \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(SYSTEM_PACKAGES) >/dev/null; \
 	fi
-	@-systemctl disable --now prometheus >/dev/null 2>&1 || true
+	@-systemctl disable --now prometheus docker containerd >/dev/null 2>&1 || true
 
 tools: install-python ## real control-plane binaries, built once from the Go module proxy into ~/.cache
 	bash hack/build-binaries.sh
 	bash hack/fetch-crds.sh
+
+images: install-python install-system ## the operator, vLLM and pause images (dockerd started if needed)
+	$(BIN)/llmservice-dev images
 
 lint: install-python
 	$(BIN)/ruff check operator dev tests benchmarks hack

@@ -162,6 +162,15 @@ def register(registry: kopf.OperatorRegistry, state: OperatorState) -> None:
         if state.heartbeat is not None:
             state.tasks.append(loop.create_task(_heartbeat(state.heartbeat)))
 
+    @kopf.on.cleanup(registry=registry)
+    async def cleanup(**_: Any) -> None:
+        # Ours, not kopf's: left running, kopf would wait 5 s for them as "hung" tasks and the
+        # standby would take over that much later.
+        for task in state.tasks:
+            task.cancel()
+        await asyncio.gather(*state.tasks, return_exceptions=True)
+        state.tasks.clear()
+
     @kopf.on.event(GROUP, VERSION, PLURAL, registry=registry)
     def llmservice_event(type: str, body: kopf.Body, **_: Any) -> None:
         meta = body.get("metadata", {})

@@ -125,4 +125,4 @@ def kube_api_client(cluster: ClusterInfo) -> Any:
 
 
 # The real operator as a subprocess (see operator_fixtures.py), for every integration module.
-from .operator_fixtures import crd_installed, operators  # noqa: E402, F401
+from .operator_fixtures import crd_installed, operator_image, operators  # noqa: E402, F401

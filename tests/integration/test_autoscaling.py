@@ -45,7 +45,7 @@ from llmservice_operator.loadgen.schedule import RateSchedule
 from llmservice_operator.loadgen.targets import PodTargets
 from llmservice_operator.render.labels import REVISION
 
-from .operator_fixtures import OperatorFactory, OperatorProcess, wait_for
+from .operator_fixtures import OperatorFactory, OperatorRelease, wait_for
 from .test_scalers import _replicas_managers
 from .test_sim_e2e import is_ready, runner_pods
 
@@ -442,8 +442,8 @@ def live_pods(cluster: ClusterInfo, prometheus_url: str, kubectl_json: Any, name
 
 
 def restart(
-    operators: OperatorFactory, old: OperatorProcess, namespace: str, **env: str
-) -> OperatorProcess:
+    operators: OperatorFactory, old: OperatorRelease, namespace: str, **env: str
+) -> OperatorRelease:
     old.stop()
     return operators.start(namespace, **env)
 

@@ -23,6 +23,7 @@ from llmservice_dev.localcluster import (
 from llmservice_dev.localcluster.binaries import parse_env_file
 from llmservice_dev.localcluster.cluster import _kwok_config
 from llmservice_dev.localcluster.nodes import node_manifest, pod_cidr
+from llmservice_dev.localcluster.realnode import REAL_NODE_LABEL, REAL_NODE_NAME
 
 Kubectl = Callable[..., subprocess.CompletedProcess[str]]
 LOOPBACK_PODS = ipaddress.IPv4Network("127.1.0.0/16")
@@ -301,3 +302,71 @@ def test_cluster_is_reused(cluster: ClusterInfo) -> None:
     assert time.monotonic() - started < 5
     assert again.server == cluster.server
     assert again.token == cluster.token
+
+
+def _real_node_pod(name: str, image: str, *, tolerate: bool) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "hostNetwork": True,
+        "nodeSelector": {REAL_NODE_LABEL: "true"},
+        "automountServiceAccountToken": False,
+        "securityContext": {"runAsNonRoot": True, "runAsUser": 10001},
+        "containers": [
+            {
+                "name": "main",
+                "image": image,
+                "imagePullPolicy": "Never",
+                "command": ["/bin/sh", "-c", "echo hello from the real node; sleep 3600"],
+                "securityContext": {
+                    "readOnlyRootFilesystem": True,
+                    "allowPrivilegeEscalation": False,
+                    "capabilities": {"drop": ["ALL"]},
+                },
+            }
+        ],
+        "terminationGracePeriodSeconds": 1,
+    }
+    if tolerate:
+        spec["tolerations"] = [{"key": REAL_NODE_LABEL, "operator": "Exists"}]
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec}
+
+
+@pytest.mark.cluster
+def test_real_node_runs_pods_with_logs_and_exec(
+    cluster: ClusterInfo, kubectl: Kubectl, namespace: str, operator_image: str
+) -> None:
+    """A real kubelet node: Ready at the loopback address, tainted so only tolerating pods land
+    there, running a locally built image; `kubectl logs` and `kubectl exec` reach it through the
+    API server (its kubelet client certificate), and the kubelet refuses anonymous callers."""
+    [node] = [
+        n for n in get_json(kubectl, "nodes")["items"] if n["metadata"]["name"] == REAL_NODE_NAME
+    ]
+    assert node["status"]["addresses"] == [{"type": "InternalIP", "address": "127.0.0.1"}]
+    assert {"key": REAL_NODE_LABEL, "value": "true", "effect": "NoSchedule"} in node["spec"][
+        "taints"
+    ]
+    assert node["status"]["nodeInfo"]["containerRuntimeVersion"].startswith("containerd://")
+    pods = [
+        _real_node_pod("tolerates", operator_image, tolerate=True),
+        _real_node_pod("does-not", operator_image, tolerate=False),
+    ]
+    kubectl("-n", namespace, "apply", "-f", "-", input=json.dumps({"kind": "List",
+            "apiVersion": "v1", "items": pods}))  # fmt: skip
+    kubectl("-n", namespace, "wait", "--for=condition=Ready", "pod/tolerates", "--timeout=60s")
+    logs = wait_for(
+        "the container's log",
+        lambda: kubectl("-n", namespace, "logs", "tolerates", check=False).stdout,
+    )
+    assert "hello from the real node" in logs
+    whoami = kubectl("-n", namespace, "exec", "tolerates", "--", "id", "-u").stdout
+    assert whoami.strip() == "10001"
+    pending = get_json(kubectl, "-n", namespace, "pod", "does-not")
+    assert pending["status"]["phase"] == "Pending"
+    assert "untolerated taint" in json.dumps(pending["status"].get("conditions"))
+    port = node["status"]["daemonEndpoints"]["kubeletEndpoint"]["Port"]
+    anonymous = subprocess.run(
+        ["curl", "-sk", "-o", "/dev/null", "-w", "%{http_code}", f"https://127.0.0.1:{port}/pods"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert anonymous.stdout == "401"
