@@ -1,6 +1,6 @@
 """The scalers the benchmark compares, all on the same metric (``vllm:num_requests_waiting``).
 
-* :class:`OperatorScaler`: this operator's policy (``llmservice_operator.autoscale.decide``)
+* :class:`OperatorScaler`: this operator's policy (``llmservice_operator.autoscale.decide_replicas``)
   with its defaults, history carried between evaluations as the CR status would carry it,
   planning on the gateway's arrival rate (``spec.scaling.arrivalRateQuery``) or, with
   ``gateway_rate=False``, on the replicas' completion rates.
@@ -29,7 +29,7 @@ from llmservice_operator.autoscale import (
     PolicyConfig,
     ScaleHistory,
     ScalingInputs,
-    decide,
+    decide_replicas,
 )
 
 from .fleet import FleetView
@@ -60,7 +60,7 @@ class OperatorScaler:
     False: on the replicas' completions alone, as without one."""
 
     def evaluate(self, view: FleetView) -> int:
-        decision = decide(
+        decision = decide_replicas(
             self.config,
             ScalingInputs(
                 now=view.now,

@@ -33,7 +33,7 @@ from .observed import ObservedState
 from .planning import ServicePlan, plan_service
 from .render.labels import REVISION
 from .rollout import RESUME_ANNOTATION, SmokeResult, SmokeTarget, judge_smoke, smoke_requests
-from .scaling import ScalingOutcome, evaluate, evaluation_due, pod_counts, pod_is_ready
+from .scaling import ScalingOutcome, evaluate_scaling, evaluation_due, pod_counts, pod_is_ready
 from .sizing import GpuCatalog
 
 __all__ = ["ReconcileResult", "Reconciler", "merge_patch"]
@@ -207,7 +207,7 @@ class Reconciler:
         arrivals: ArrivalResult = (None, None)
         if spec.arrival_rate_query is not None:
             arrivals = arrival_rate_from_prometheus(self._prometheus, spec.arrival_rate_query)
-        return evaluate(
+        return evaluate_scaling(
             spec, plan.sizing.max_num_seqs, previous, observed.pods, samples, error, now, *arrivals
         )
 

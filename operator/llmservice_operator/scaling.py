@@ -1,8 +1,8 @@
 """One autoscaling evaluation for a service, in operator mode (pure).
 
-The reconcile gathers samples (adapters/scaling_metrics.py) and calls :func:`evaluate`; the
-answer is the total replica count for the rollout machine to share between revisions, and the
-`status.autoscaling` to write. Evaluations happen every `evaluationIntervalSeconds`; between
+The reconcile gathers samples (adapters/scaling_metrics.py) and calls :func:`evaluate_scaling`;
+the answer is the total replica count for the rollout machine to share between revisions, and
+the `status.autoscaling` to write. Evaluations happen every `evaluationIntervalSeconds`; between
 them the last desired count stands.
 """
 
@@ -19,13 +19,13 @@ from .autoscale import (
     PolicyConfig,
     ReplicaSample,
     ScalingInputs,
-    decide,
+    decide_replicas,
     history_from_status,
 )
 
 __all__ = [
     "ScalingOutcome",
-    "evaluate",
+    "evaluate_scaling",
     "evaluation_due",
     "pod_counts",
     "pod_is_ready",
@@ -83,7 +83,7 @@ def pod_counts(pods: list[dict[str, Any]]) -> tuple[list[str], int]:
     return ready, loading
 
 
-def evaluate(
+def evaluate_scaling(
     spec: ScalingSpec,
     max_num_seqs: int,
     previous: AutoscalingStatus | None,
@@ -114,7 +114,7 @@ def evaluate(
         arrival_rate=arrival_rate,
         arrival_rate_missing=arrival_error is not None,
     )
-    decision = decide(PolicyConfig.from_spec(spec, max_num_seqs), inputs)
+    decision = decide_replicas(PolicyConfig.from_spec(spec, max_num_seqs), inputs)
     reason = None
     # Pods Ready but not scraped yet (just started) are normal: only a source that failed, or
     # silence from every Ready replica, is worth a condition.

@@ -1,4 +1,4 @@
-"""scaling.evaluate: one operator-mode evaluation, and when it flags ScalingDegraded."""
+"""scaling.evaluate_scaling: one operator-mode evaluation, and when it flags ScalingDegraded."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 from llmservice_operator.api.spec import ScalingSpec
 from llmservice_operator.api.timestamps import to_rfc3339
 from llmservice_operator.autoscale import ReplicaSample
-from llmservice_operator.scaling import evaluate, evaluation_due
+from llmservice_operator.scaling import evaluate_scaling, evaluation_due
 
 NOW = datetime(2026, 11, 30, 12, 0, 0, tzinfo=UTC)
 SPEC = ScalingSpec(min_replicas=1, max_replicas=4, target_queue_depth=2)
@@ -25,7 +25,7 @@ def _pod(name: str, ready: bool) -> dict[str, Any]:
 
 
 def test_prometheus_down_holds_and_flags() -> None:
-    out = evaluate(SPEC, 8, None, [_pod("a", True)], None, "connection refused", NOW)
+    out = evaluate_scaling(SPEC, 8, None, [_pod("a", True)], None, "connection refused", NOW)
     assert out.total == 1
     assert out.degraded_reason == "connection refused"
     assert out.status.degraded_reason == "connection refused"
@@ -34,17 +34,17 @@ def test_prometheus_down_holds_and_flags() -> None:
 def test_a_pod_not_scraped_yet_is_not_degraded() -> None:
     samples = {"a": ReplicaSample(waiting=0, running=1)}
     pods = [_pod("a", True), _pod("b", True)]
-    out = evaluate(SPEC, 8, None, pods, samples, None, NOW)
+    out = evaluate_scaling(SPEC, 8, None, pods, samples, None, NOW)
     assert out.degraded_reason is None
 
 
 def test_silence_from_every_ready_pod_is_degraded() -> None:
-    out = evaluate(SPEC, 8, None, [_pod("a", True)], {}, None, NOW)
+    out = evaluate_scaling(SPEC, 8, None, [_pod("a", True)], {}, None, NOW)
     assert out.degraded_reason is not None
 
 
 def test_evaluation_interval() -> None:
-    first = evaluate(SPEC, 8, None, [_pod("a", True)], {}, None, NOW)
+    first = evaluate_scaling(SPEC, 8, None, [_pod("a", True)], {}, None, NOW)
     assert not evaluation_due(first.status, SPEC, NOW)
     later = NOW.replace(second=SPEC.evaluation_interval_seconds)
     assert evaluation_due(first.status, SPEC, later)
@@ -68,13 +68,15 @@ def _run(
     arrival_rate: float | None,
     arrival_error: str | None = None,
 ) -> list[int]:
-    """``evaluate`` every 15 s for ``seconds`` after NOW with the same inputs, one replica
+    """``evaluate_scaling`` every 15 s for ``seconds`` after NOW with the same inputs, one replica
     desired at the start: the totals."""
     one = spec.model_copy(update={"min_replicas": 1})
-    previous = evaluate(one, 8, None, pods, samples, None, NOW, arrival_rate, arrival_error).status
+    previous = evaluate_scaling(
+        one, 8, None, pods, samples, None, NOW, arrival_rate, arrival_error
+    ).status
     totals = []
     for t in range(15, seconds + 1, 15):
-        out = evaluate(
+        out = evaluate_scaling(
             spec,
             8,
             previous,
@@ -96,12 +98,12 @@ def test_idle_at_the_gateway_for_a_whole_window_scales_to_zero() -> None:
 
 
 def test_requests_at_the_gateway_wake_a_service_at_zero() -> None:
-    status = evaluate(TO_ZERO, 8, None, [], {}, None, NOW, 0.0).status.model_copy(
+    status = evaluate_scaling(TO_ZERO, 8, None, [], {}, None, NOW, 0.0).status.model_copy(
         update={"desired_replicas": 0}
     )
-    asleep = evaluate(TO_ZERO, 8, status, [], {}, None, NOW.replace(second=15), 0.0)
+    asleep = evaluate_scaling(TO_ZERO, 8, status, [], {}, None, NOW.replace(second=15), 0.0)
     assert asleep.total == 0 and asleep.degraded_reason is None
-    woken = evaluate(TO_ZERO, 8, asleep.status, [], {}, None, NOW.replace(second=30), 0.2)
+    woken = evaluate_scaling(TO_ZERO, 8, asleep.status, [], {}, None, NOW.replace(second=30), 0.2)
     assert woken.total == 1
     assert "activating 0 -> 1" in woken.status.reason
 
@@ -110,10 +112,10 @@ def test_an_unanswered_arrival_query_never_scales_down_or_to_zero() -> None:
     error = "arrivalRateQuery returned no series: sum(rate(gateway_requests_total[1m]))"
     totals = _run(TO_ZERO, [_pod("a", True)], IDLE, 300, arrival_rate=None, arrival_error=error)
     assert set(totals) == {1}
-    out = evaluate(TO_ZERO, 8, None, [_pod("a", True)], IDLE, None, NOW, None, error)
+    out = evaluate_scaling(TO_ZERO, 8, None, [_pod("a", True)], IDLE, None, NOW, None, error)
     assert out.degraded_reason is not None and "no series" in out.degraded_reason
     busy = {"a": ReplicaSample(waiting=6, running=8, completion_rate=1.0)}
-    up = evaluate(TO_ZERO, 8, None, [_pod("a", True)], busy, None, NOW, None, error)
+    up = evaluate_scaling(TO_ZERO, 8, None, [_pod("a", True)], busy, None, NOW, None, error)
     assert up.total > 1, "a queue still scales up without the arrival rate"
 
 
@@ -130,7 +132,7 @@ def test_a_pod_ready_for_less_than_a_minute_teaches_no_throughput() -> None:
 
     young, old = later - timedelta(seconds=20), NOW - timedelta(seconds=120)
     for ready_since, learns in ((young, False), (old, True)):
-        first = evaluate(SPEC, 8, None, [pod(ready_since)], busy, None, NOW)
-        out = evaluate(SPEC, 8, first.status, [pod(ready_since)], busy, None, later)
+        first = evaluate_scaling(SPEC, 8, None, [pod(ready_since)], busy, None, NOW)
+        out = evaluate_scaling(SPEC, 8, first.status, [pod(ready_since)], busy, None, later)
         learned = [r for r in out.status.recommendations if "=@" in r]
         assert bool(learned) == learns, (ready_since, out.status.recommendations)

@@ -1,8 +1,8 @@
 """Autoscaling (pure): replica decisions from vLLM queue depth, guarded by KV-cache usage.
 
-``decide(PolicyConfig, ScalingInputs) -> ScaleDecision``; the decision carries the history to
-persist in ``status.autoscaling`` so a restarted operator resumes its windows. During a canary
-or blue-green rollout, :func:`split_replicas` shares one total between the two revisions.
+``decide_replicas(PolicyConfig, ScalingInputs) -> ScaleDecision``; the decision carries the
+history to persist in ``status.autoscaling`` so a restarted operator resumes its windows. During
+a canary or blue-green rollout, :func:`split_replicas` shares one total between the two revisions.
 docs/autoscaling.md explains the rules and the benchmark against HPA and KEDA.
 """
 
@@ -22,7 +22,7 @@ from .policy import (
     ScaleDecision,
     ScalingInputs,
     burst_headroom,
-    decide,
+    decide_replicas,
     default_target_queue_depth,
     estimate_load,
     planned_replicas,
@@ -43,7 +43,7 @@ __all__ = [
     "burst_headroom",
     "counter_rate",
     "planned_replicas",
-    "decide",
+    "decide_replicas",
     "default_target_queue_depth",
     "estimate_load",
     "history_from_status",

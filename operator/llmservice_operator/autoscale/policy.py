@@ -102,7 +102,7 @@ __all__ = [
     "ReplicaSample",
     "ScaleDecision",
     "ScalingInputs",
-    "decide",
+    "decide_replicas",
     "default_target_queue_depth",
     "burst_headroom",
     "estimate_load",
@@ -553,7 +553,7 @@ def _fewest_replicas(config: PolicyConfig, demand: _Demand, slack: float, headro
     return n
 
 
-def decide(config: PolicyConfig, inputs: ScalingInputs) -> ScaleDecision:
+def decide_replicas(config: PolicyConfig, inputs: ScalingInputs) -> ScaleDecision:
     """One evaluation: the desired replica count, why, and the history to persist."""
     if inputs.ready > 0 and not inputs.samples:
         return _hold_without_data(config, inputs)

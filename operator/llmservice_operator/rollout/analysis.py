@@ -6,8 +6,8 @@ Three layers, each a plain function of its inputs:
    the Prometheus labels ``namespace``, ``llmservice`` (the LLMService's name) and ``revision``
    (the pod-template hash), with vLLM's metric names for the pinned ``engine.vllmVersion``
    (:func:`llmservice_operator.vllm.metrics.metric_names`).
-2. :func:`evaluate` judges one measurement: the query results (per check, a list of series or
-   an error string) become one :class:`AnalysisMeasurement` per check, each ``Successful``,
+2. :func:`judge_measurement` judges one measurement: the query results (per check, a list of
+   series or an error string) become one :class:`AnalysisMeasurement` per check, each ``Successful``,
    ``Failed``, ``Error`` or ``NoData``, and one verdict for the measurement as a whole.
 3. :func:`start_run` / :func:`record_measurement` accumulate measurements into an
    :class:`AnalysisRunStatus` with the meanings Argo Rollouts gives its metric fields
@@ -73,7 +73,7 @@ __all__ = [
     "QueryResult",
     "ResolvedCheck",
     "Series",
-    "evaluate",
+    "judge_measurement",
     "has_judging_checks",
     "measurement_due",
     "parse_prometheus_response",
@@ -468,7 +468,7 @@ def _judge(check: ResolvedCheck, read: _Read, gate: str | None) -> tuple[CheckVe
     return ("Successful" if ok else "Failed"), f"{_fmt(read.value, check.unit)}, {want}"
 
 
-def evaluate(
+def judge_measurement(
     checks: Sequence[ResolvedCheck],
     results: Mapping[str, QueryResult],
     policy: AnalysisPolicy,

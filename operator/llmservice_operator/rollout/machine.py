@@ -60,8 +60,8 @@ from .analysis import (
     AnalysisTarget,
     QueryResult,
     ResolvedCheck,
-    evaluate,
     has_judging_checks,
+    judge_measurement,
     measurement_due,
     record_measurement,
     resolve_checks,
@@ -713,7 +713,7 @@ class _Machine:
             if self.inp.measurement is None:
                 self.measure = checks
             else:
-                outcome = evaluate(checks, self.inp.measurement, policy)
+                outcome = judge_measurement(checks, self.inp.measurement, policy)
                 run = record_measurement(run, outcome, policy, self.now)
                 self.event(
                     "Normal" if outcome.verdict == "Successful" else "Warning",

@@ -12,7 +12,7 @@ from llmservice_operator.autoscale import (
     ReplicaSample,
     ScaleHistory,
     ScalingInputs,
-    decide,
+    decide_replicas,
     history_from_status,
     history_from_strings,
     history_to_status,
@@ -148,13 +148,13 @@ def test_a_restarted_operator_continues_the_window() -> None:
     current_a = current_b = 6
     for i in range(40):
         now = 1718000000.0 + 15 * i
-        a = decide(
+        a = decide_replicas(
             config,
             ScalingInputs(
                 now, current_a, 0, current_a, [light] * current_a, kept, arrival_rate=3.0
             ),
         )
-        b = decide(
+        b = decide_replicas(
             config,
             ScalingInputs(
                 now, current_b, 0, current_b, [light] * current_b, restarted, arrival_rate=3.0

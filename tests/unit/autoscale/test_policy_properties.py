@@ -16,7 +16,7 @@ from llmservice_operator.autoscale import (
     ReplicaSample,
     ScaleHistory,
     ScalingInputs,
-    decide,
+    decide_replicas,
     planned_replicas,
 )
 
@@ -92,7 +92,7 @@ def scaling_inputs(draw: st.DrawFn) -> ScalingInputs:
 @FAST
 @given(configs(), scaling_inputs())
 def test_never_outside_min_and_max(config: PolicyConfig, inputs: ScalingInputs) -> None:
-    desired = decide(config, inputs).desired_replicas
+    desired = decide_replicas(config, inputs).desired_replicas
     assert config.min_replicas <= desired <= config.max_replicas
 
 
@@ -108,7 +108,7 @@ def test_never_scales_down_on_missing_data(config: PolicyConfig, inputs: Scaling
     if inputs.ready == 0:
         inputs = replace(inputs, ready=2, current=max(inputs.current, 2))
     for missing in (None, [], list(inputs.samples or [])[: inputs.ready - 1]):
-        decision = decide(config, replace(inputs, samples=missing))
+        decision = decide_replicas(config, replace(inputs, samples=missing))
         assert decision.desired_replicas >= _clamped(config, inputs.current)
         assert decision.degraded
 
@@ -121,11 +121,11 @@ def test_never_scales_down_or_wakes_without_the_arrival_rate(
     """An arrivalRateQuery that did not answer: never below the current count, whatever the
     replicas say; at zero with nothing queued upstream, it stays at zero (save for bounds)."""
     missing = replace(inputs, arrival_rate=None, arrival_rate_missing=True)
-    decision = decide(config, missing)
+    decision = decide_replicas(config, missing)
     assert decision.desired_replicas >= _clamped(config, inputs.current)
     assert decision.degraded
     asleep = replace(missing, ready=0, loading=0, current=0, samples=[], gateway_waiting=0)
-    assert decide(config, asleep).desired_replicas == config.min_replicas
+    assert decide_replicas(config, asleep).desired_replicas == config.min_replicas
 
 
 @FAST
@@ -140,8 +140,8 @@ def test_loading_replicas_are_not_counted_twice(
     samples = list(inputs.samples or [ReplicaSample(waiting=0, running=0)])
     samples = (samples * ready)[:ready]
     base = replace(inputs, ready=ready, loading=0, current=ready, samples=samples)
-    without = decide(config, base).desired_replicas
-    with_loading = decide(
+    without = decide_replicas(config, base).desired_replicas
+    with_loading = decide_replicas(
         config, replace(base, loading=loading, current=ready + loading)
     ).desired_replicas
     assert with_loading <= max(without, _clamped(config, ready + loading))
@@ -181,7 +181,7 @@ def _steady_run(
             kv_cache_usage=0.4 * busy,
             completion_rate=min(per_replica, mu),
         )
-        decision = decide(
+        decision = decide_replicas(
             config,
             ScalingInputs(
                 now=15.0 * i,
@@ -233,8 +233,8 @@ def test_no_flapping_on_a_steady_load_near_a_threshold(
 def test_decisions_are_deterministic_and_history_is_well_formed(
     config: PolicyConfig, inputs: ScalingInputs
 ) -> None:
-    first = decide(config, inputs)
-    assert decide(config, inputs) == first
+    first = decide_replicas(config, inputs)
+    assert decide_replicas(config, inputs) == first
     times = [t for t, _ in first.history.recommendations]
     assert times == sorted(times)
     assert len(first.to_status().recommendations) <= 120

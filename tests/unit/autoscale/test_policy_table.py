@@ -23,7 +23,7 @@ from llmservice_operator.autoscale import (
     ScaleHistory,
     ScalingInputs,
     burst_headroom,
-    decide,
+    decide_replicas,
     default_target_queue_depth,
     estimate_load,
     planned_replicas,
@@ -387,16 +387,16 @@ ROWS = [
 
 @pytest.mark.parametrize("row", ROWS, ids=[r.name for r in ROWS])
 def test_worked_example(row: Row) -> None:
-    decision = decide(row.config, row.inputs)
+    decision = decide_replicas(row.config, row.inputs)
     assert decision.desired_replicas == row.desired, (row.arithmetic, decision.reason)
     assert row.reason_has in decision.reason, decision.reason
 
 
 def test_missing_metrics_is_flagged_degraded() -> None:
-    assert decide(CONFIG, inputs(4, None)).degraded
+    assert decide_replicas(CONFIG, inputs(4, None)).degraded
     partial = replace(inputs(4, S(0, 2, 0.02)), samples=[S(0, 2, 0.02)])
-    assert decide(CONFIG, partial).degraded
-    assert not decide(CONFIG, inputs(4, S(0, 2, 0.02))).degraded
+    assert decide_replicas(CONFIG, partial).degraded
+    assert not decide_replicas(CONFIG, inputs(4, S(0, 2, 0.02))).degraded
 
 
 def test_throughput_is_learned_from_the_queueing_replicas() -> None:
@@ -408,7 +408,7 @@ def test_throughput_is_learned_from_the_queueing_replicas() -> None:
         S(waiting=0, running=5, kv_cache_usage=0.05, completion_rate=0.5),
     ]
     full = ScaleHistory(saturated_since=940.0)  # queueing beyond the target for a minute
-    decision = decide(CONFIG, replace(inputs(3, None), samples=samples, history=full))
+    decision = decide_replicas(CONFIG, replace(inputs(3, None), samples=samples, history=full))
     assert decision.history.throughput == (1000.0, 4.0)
     assert decision.load is not None and decision.load.saturated
 
@@ -419,18 +419,20 @@ def test_nothing_is_learned_before_a_whole_rate_window_was_spent_full() -> None:
     would plan maxReplicas for any load from then on. The saturation starts in the history
     and teaches mu a minute later; a replica Ready for less than a minute is not asked."""
     early = [S(waiting=20, running=60, kv_cache_usage=0.5, completion_rate=0.2)] * 2
-    first = decide(CONFIG, replace(inputs(2, None), samples=early))
+    first = decide_replicas(CONFIG, replace(inputs(2, None), samples=early))
     assert first.history.throughput is None
     assert first.history.saturated_since == 1000.0
     later = [S(waiting=20, running=60, kv_cache_usage=0.5, completion_rate=4.0)] * 2
     at = replace(inputs(2, None, now=1059.0), samples=later, history=first.history)
-    assert decide(CONFIG, at).history.throughput is None
-    after = decide(CONFIG, replace(at, now=1060.0))
+    assert decide_replicas(CONFIG, at).history.throughput is None
+    after = decide_replicas(CONFIG, replace(at, now=1060.0))
     assert after.history.throughput == (1060.0, 4.0)
     young = [replace(s, ready_seconds=30.0) for s in later]
-    assert decide(CONFIG, replace(at, now=1060.0, samples=young)).history.throughput is None
+    assert (
+        decide_replicas(CONFIG, replace(at, now=1060.0, samples=young)).history.throughput is None
+    )
     calm = [S(waiting=0, running=10, kv_cache_usage=0.1, completion_rate=1.0)] * 2
-    ended = decide(CONFIG, replace(at, now=1075.0, samples=calm, history=after.history))
+    ended = decide_replicas(CONFIG, replace(at, now=1075.0, samples=calm, history=after.history))
     assert ended.history.saturated_since is None
 
 
@@ -439,7 +441,7 @@ def test_throughput_is_smoothed_once_known() -> None:
     that started before the queue reads low for a while."""
     samples = [S(waiting=20, running=60, kv_cache_usage=0.5, completion_rate=3.0)] * 2
     history = replace(learned(4.0), saturated_since=900.0)
-    decision = decide(CONFIG, replace(inputs(2, None), samples=samples, history=history))
+    decision = decide_replicas(CONFIG, replace(inputs(2, None), samples=samples, history=history))
     assert decision.history.throughput is not None
     t, mu = decision.history.throughput
     assert t == 1000.0
@@ -447,7 +449,7 @@ def test_throughput_is_smoothed_once_known() -> None:
 
 
 def test_no_replica_queueing_learns_nothing() -> None:
-    decision = decide(
+    decision = decide_replicas(
         CONFIG, inputs(2, S(0, 10, 0.1, completion_rate=1.0), history=learned(4.0, at=5.0))
     )
     assert decision.history.throughput == (5.0, 4.0)
@@ -457,7 +459,7 @@ def test_no_scale_down_before_the_throughput_is_known() -> None:
     """Completions are measured but no replica ever queued: the capacity to simulate the
     smaller fleet against is unknown, so the fleet holds (a new service learns it at its
     first saturation)."""
-    decision = decide(
+    decision = decide_replicas(
         CONFIG,
         inputs(
             6,
@@ -493,7 +495,7 @@ def test_a_queue_adds_replicas_to_drain_it() -> None:
 def test_the_window_keeps_the_highest_recommendation() -> None:
     """A 4 recommended 100 s ago holds a scale-down from 6 at 4, not 3."""
     history = ScaleHistory(recommendations=((600.0, 6), (900.0, 4), (985.0, 3)))
-    decision = decide(
+    decision = decide_replicas(
         CONFIG,
         inputs(6, S(0, 20, 0.2), arrival_rate=10.0, history=replace(history, throughput=(0, 4))),
     )
@@ -504,18 +506,18 @@ def test_scale_up_stabilization_window_delays_a_scale_up() -> None:
     """With a 60 s scale-up window, the lowest recommendation of the last minute rules."""
     config = replace(CONFIG, scale_up=ScalingBehavior(stabilization_window_seconds=60))
     history = ScaleHistory(recommendations=((950.0, 2),))
-    decision = decide(config, inputs(2, S(40, 64, 0.5), history=history))
+    decision = decide_replicas(config, inputs(2, S(40, 64, 0.5), history=history))
     assert decision.desired_replicas == 2
     assert "stabilization window" in decision.reason
 
 
 def test_bounds_changed_below_the_current_count_apply_at_once() -> None:
-    decision = decide(replace(CONFIG, max_replicas=3), inputs(5, None))
+    decision = decide_replicas(replace(CONFIG, max_replicas=3), inputs(5, None))
     assert decision.desired_replicas == 3
 
 
 def test_decision_history_records_the_recommendation_and_the_event() -> None:
-    decision = decide(CONFIG, inputs(2, S(waiting=40, running=64, kv_cache_usage=0.5)))
+    decision = decide_replicas(CONFIG, inputs(2, S(waiting=40, running=64, kv_cache_usage=0.5)))
     assert decision.recommendation == 4
     assert decision.direction == "up"
     assert decision.history.recommendations[-1] == (1000.0, 4)
@@ -552,7 +554,9 @@ def test_an_explicit_target_utilization_is_planned_for_exactly() -> None:
     chose the headroom). 10 req/s at 0.5 of mu 4: ceil(10 / 2) = 5."""
     config = PolicyConfig.from_spec(ScalingSpec(max_replicas=10, target_utilization=0.5), 64)
     assert (config.target_utilization, config.burst_headroom) == (0.5, 0.0)
-    decision = decide(config, inputs(3, S(0, 20, 0.2), arrival_rate=10.0, history=learned(4.0)))
+    decision = decide_replicas(
+        config, inputs(3, S(0, 20, 0.2), arrival_rate=10.0, history=learned(4.0))
+    )
     assert decision.desired_replicas == 5
 
 
@@ -595,7 +599,9 @@ def test_planned_replicas_is_the_larger_of_the_target_and_load_plus_headroom(
 def test_the_window_records_the_base_recommendation() -> None:
     """The burst-headroom row: 7 recommended, 4 of them for the load at the target: the
     history (the scale-down window) keeps 4, the decision says 7."""
-    decision = decide(DEFAULT, inputs(3, S(0, 20, 0.2), arrival_rate=10.0, history=learned(4.0)))
+    decision = decide_replicas(
+        DEFAULT, inputs(3, S(0, 20, 0.2), arrival_rate=10.0, history=learned(4.0))
+    )
     assert decision.recommendation == 7
     assert decision.history.recommendations[-1] == (1000.0, 4)
 

@@ -22,8 +22,8 @@ from llmservice_operator.rollout.analysis import (
     MeasurementOutcome,
     QueryResult,
     Series,
-    evaluate,
     has_judging_checks,
+    judge_measurement,
     measurement_due,
     parse_prometheus_response,
     promql_duration,
@@ -163,7 +163,7 @@ GOOD: dict[str, QueryResult] = {
 
 def judge(results: dict[str, QueryResult], **settings: object) -> MeasurementOutcome:
     p = policy(**settings)
-    return evaluate(resolve_checks(p, SLO, TARGET), results, p)
+    return judge_measurement(resolve_checks(p, SLO, TARGET), results, p)
 
 
 def verdicts(outcome: MeasurementOutcome) -> dict[str, str]:
