@@ -24,7 +24,6 @@ from .api.status import (
 from .conditions import find, set_condition
 from .events import Event, EventType
 from .observed import ObservedState
-from .planning import ServicePlan, plan_service
 from .render.labels import SERVICE, selector_labels
 from .render.objects import (
     deployment,
@@ -51,6 +50,7 @@ from .rollout import (
     step,
 )
 from .scaling import ScalingOutcome
+from .service_plan import ServicePlan, plan_service
 from .sizing import GpuCatalog
 
 __all__ = ["Decision", "decide", "referenced_secrets"]

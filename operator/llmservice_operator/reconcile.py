@@ -15,7 +15,7 @@ from typing import Any
 
 from .adapters.kube import KubeAdapter
 from .adapters.metrics import OperatorMetrics
-from .adapters.prometheus import PrometheusAdapter
+from .adapters.prometheus_queries import PrometheusAdapter
 from .adapters.scaling_metrics import (
     ArrivalResult,
     CompletionCounters,
@@ -30,10 +30,10 @@ from .autoscale import ReplicaSample
 from .decide import Decision, decide, referenced_secrets
 from .events import Event
 from .observed import ObservedState
-from .planning import ServicePlan, plan_service
 from .render.labels import REVISION
 from .rollout import RESUME_ANNOTATION, SmokeResult, SmokeTarget, judge_smoke, smoke_requests
 from .scaling import ScalingOutcome, evaluate_scaling, evaluation_due, pod_counts, pod_is_ready
+from .service_plan import ServicePlan, plan_service
 from .sizing import GpuCatalog
 
 __all__ = ["ReconcileResult", "Reconciler", "merge_patch"]

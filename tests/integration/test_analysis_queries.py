@@ -19,7 +19,7 @@ from prometheus_client import CollectorRegistry, Counter, start_http_server
 
 from llmservice_dev.localcluster.ports import free_port
 from llmservice_dev.localcluster.prometheus import PrometheusServer
-from llmservice_operator.adapters.prometheus import PrometheusAdapter
+from llmservice_operator.adapters.prometheus_queries import PrometheusAdapter
 from llmservice_operator.api.spec import AnalysisSettings, SLOSpec
 from llmservice_operator.rollout.analysis import (
     ERROR_RATE,

@@ -8,7 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from llmservice_operator.api import SpecError, parse_llmservice
-from llmservice_operator.planning import plan_service
+from llmservice_operator.service_plan import plan_service
 from llmservice_operator.sizing import builtin_model_ids, load_catalog
 
 CATALOG = load_catalog()

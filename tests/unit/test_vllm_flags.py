@@ -34,7 +34,7 @@ from llmservice_dev.engine import (
 from llmservice_operator.api.spec import EngineSpec
 from llmservice_operator.cli import main as cli_main
 from llmservice_operator.commands.plan import plan_documents
-from llmservice_operator.planning import ServicePlan
+from llmservice_operator.service_plan import ServicePlan
 from llmservice_operator.vllm.flags import flag_table
 
 ROOT = Path(__file__).parents[2]

@@ -10,7 +10,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from ..autoscale import RATE_WINDOW_SECONDS, Reading, ReplicaSample, counter_rate
 from ..vllm.metrics import metric_names
-from .prometheus import PrometheusAdapter
+from .prometheus_queries import PrometheusAdapter
 
 __all__ = [
     "ArrivalResult",

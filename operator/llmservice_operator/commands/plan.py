@@ -10,7 +10,7 @@ from typing import Any
 import yaml
 
 from ..api import SpecError, parse_llmservice
-from ..planning import ServicePlan, plan_service
+from ..service_plan import ServicePlan, plan_service
 from ..sizing import load_catalog
 
 __all__ = ["add_parser", "plan_documents", "run"]

@@ -32,7 +32,7 @@ from .machine import (
     stable_replicas,
     step,
 )
-from .smoke import SmokeObservation, SmokeRequest, SmokeResult, judge_smoke, smoke_requests
+from .smoke_verdict import SmokeObservation, SmokeRequest, SmokeResult, judge_smoke, smoke_requests
 
 __all__ = [
     "RESUME_ANNOTATION",

@@ -67,7 +67,7 @@ from .analysis import (
     resolve_checks,
     start_run,
 )
-from .smoke import SmokeResult
+from .smoke_verdict import SmokeResult
 
 __all__ = [
     "ABANDONING",

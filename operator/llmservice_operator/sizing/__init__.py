@@ -17,13 +17,7 @@ from .architecture import SUPPORTED_FAMILIES, LayerParameters, ModelArchitecture
 from .builtin import builtin_model_ids, load_builtin_model
 from .catalog import GpuCatalog, GpuType, builtin_catalog, load_catalog
 from .errors import SizingError
-from .performance import (
-    BANDWIDTH_EFFICIENCY,
-    COMPUTE_EFFICIENCY,
-    PerformanceModel,
-    performance_model,
-)
-from .planner import (
+from .fit import (
     SizingRequest,
     SizingResult,
     choose_gpu,
@@ -32,6 +26,12 @@ from .planner import (
     size_at_parallelism,
     size_for_gpu,
     stage_layers,
+)
+from .performance import (
+    BANDWIDTH_EFFICIENCY,
+    COMPUTE_EFFICIENCY,
+    PerformanceModel,
+    performance_model,
 )
 from .precision import (
     DTYPE_BYTES,

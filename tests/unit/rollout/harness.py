@@ -36,7 +36,7 @@ from llmservice_operator.rollout.machine import (
     ServiceRef,
     step,
 )
-from llmservice_operator.rollout.smoke import SmokeResult
+from llmservice_operator.rollout.smoke_verdict import SmokeResult
 
 T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
 SERVICE = ServiceRef(namespace="ml", name="chat", vllm_version="0.33.0")

@@ -24,7 +24,7 @@ from llmservice_operator.rollout.machine import (
     stable_replicas,
     step,
 )
-from llmservice_operator.rollout.smoke import SmokeResult
+from llmservice_operator.rollout.smoke_verdict import SmokeResult
 
 from .harness import NEW, NEWER, OLD, SERVICE, T0, Behaviour, World
 

@@ -278,7 +278,7 @@ def test_awq_group_size_limits_tp(arch: Arch) -> None:
     TP 2 / 4 / 8, none a multiple of 128: vLLM cannot load a group-128 AWQ checkpoint of it
     with TP > 1 (which is why Qwen's published AWQ checkpoint pads it to 29,696 = 8 x 29 x
     128). Unquantized, any of those TPs is fine."""
-    from llmservice_operator.sizing.planner import _tp_problem
+    from llmservice_operator.sizing.fit import _tp_problem
 
     a = arch("Qwen/Qwen2.5-7B-Instruct").model_copy(
         update={
@@ -299,7 +299,7 @@ def test_awq_group_size_limits_tp(arch: Arch) -> None:
 
 def test_kv_heads_replicate_beyond_tp() -> None:
     """TP=8 with 4 kv heads is valid (each kv head on 2 ranks); 3 kv heads with TP=2 is not."""
-    from llmservice_operator.sizing.planner import _tp_problem
+    from llmservice_operator.sizing.fit import _tp_problem
     from tests.unit.sizing.conftest import builtin_architecture
 
     a = builtin_architecture("meta-llama/Llama-3.1-8B").model_copy(update={"num_kv_heads": 4})

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from llmservice_operator.api.spec import SLOSpec
-from llmservice_operator.rollout.smoke import (
+from llmservice_operator.rollout.smoke_verdict import (
     SmokeObservation,
     SmokeResult,
     judge_smoke,
