@@ -285,9 +285,11 @@ def ensure_images(*, with_vllm: bool = True) -> dict[str, BuiltImage]:
     if with_vllm:
         # Never run locally (the pod runner plays the kubelet for GPU pods): built to prove
         # the Dockerfile builds on a base given by BASE_IMAGE.
-        vllm = f"{VLLM_REPOSITORY}:{operator_image_tag(root)}"
+        dockerfile = root / "images" / "vllm" / "Dockerfile"
+        vllm = f"{VLLM_REPOSITORY}:dev-{hashlib.sha256(dockerfile.read_bytes()).hexdigest()[:12]}"
         built["vllm"] = _dockerfile_image(docker, vllm, "images/vllm/Dockerfile", None, root)
-    _prune_old_tars(keep={b.tar for b in built.values() if b.tar is not None})
+    if built["operator"].rebuilt:
+        _prune_old(docker, keep=built["operator"])
     report = images_dir() / "build-report.json"
     report.write_text(
         json.dumps({k: {**asdict(v), "tar": str(v.tar)} for k, v in built.items()}, indent=2)
@@ -295,10 +297,16 @@ def ensure_images(*, with_vllm: bool = True) -> dict[str, BuiltImage]:
     return built
 
 
-def _prune_old_tars(keep: set[Path]) -> None:
+def _prune_old(docker: str, keep: BuiltImage) -> None:
+    """Earlier builds of the operator image (tags and tars) and dangling build stages."""
     for tar in images_dir().glob(f"{OPERATOR_REPOSITORY}-dev-*.tar"):
-        if tar not in keep:
+        if tar != keep.tar:
             tar.unlink(missing_ok=True)
+    tags = _run(docker, "images", "--format", "{{.Repository}}:{{.Tag}}", OPERATOR_REPOSITORY)
+    old = [t for t in tags.split() if t != keep.name and ":dev-" in t]
+    if old:
+        _run(docker, "rmi", *old)
+    _run(docker, "image", "prune", "--force")
 
 
 def describe(built: dict[str, BuiltImage]) -> str:

@@ -18,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from .images import ensure_images
+from .images import OPERATOR_REPOSITORY, ensure_images
 from .localcluster.binaries import repo_root
 from .localcluster.cluster import OPERATOR_NAMESPACE, ClusterError, ClusterInfo
 from .localcluster.realnode import real_node_scheduling
@@ -45,8 +45,13 @@ def load_operator_image(info: ClusterInfo) -> str:
     the real node's containerd if it has not got it; returns the image name."""
     built = ensure_images(with_vllm=False)["operator"]
     node = info.real_node
-    if f"docker.io/library/{built.name}" not in node.image_names() and built.tar is not None:
+    wanted = f"docker.io/library/{built.name}"
+    present = node.image_names()
+    if wanted not in present and built.tar is not None:
         node.import_image(built.tar)
+        stale = [n for n in present if n.startswith(f"docker.io/library/{OPERATOR_REPOSITORY}:")]
+        if stale:
+            node.ctr("images", "rm", *stale)
     return built.name
 
 
