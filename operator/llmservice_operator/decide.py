@@ -307,7 +307,7 @@ def _desired_objects(
     rollout: RolloutDecision,
 ) -> None:
     """What to apply, scale and prune for this reconcile's rollout decision."""
-    inp = plan.render_input
+    render_input = plan.render_input
     service = plan.service
     name = service.metadata.name
     mode = service.spec.scaling.mode
@@ -317,20 +317,22 @@ def _desired_objects(
     objects: list[dict[str, Any]] = []
     if revision in rollout.replicas:
         count = rollout.replicas[revision]
-        objects.append(deployment(inp, template, revision, count if mode == "manual" else None))
-    objects.append(render_service(inp, revision=traffic.active_revision))
+        objects.append(
+            deployment(render_input, template, revision, count if mode == "manual" else None)
+        )
+    objects.append(render_service(render_input, revision=traffic.active_revision))
     if traffic.preview_revision is not None:
         objects.append(
-            render_service(inp, name=f"{name}-preview", revision=traffic.preview_revision)
+            render_service(render_input, name=f"{name}-preview", revision=traffic.preview_revision)
         )
-    objects.append(pod_disruption_budget(inp))
-    policy = network_policy(inp)
+    objects.append(pod_disruption_budget(render_input))
+    policy = network_policy(render_input)
     if policy is not None:
         objects.append(policy)
-    scale = scaler(inp, deployment_name(name, stable))
+    scale = scaler(render_input, deployment_name(name, stable))
     if scale is not None:
         objects.append(scale)
-    route = http_route(inp, traffic.route_weights, traffic.preview_revision is not None)
+    route = http_route(render_input, traffic.route_weights, traffic.preview_revision is not None)
     if route is not None:
         objects.append(route)
     for obj in objects:

@@ -83,44 +83,44 @@ def _render(template: str, **context: Any) -> dict[str, Any]:
     return loaded
 
 
-def _common_labels(inp: RenderInput) -> dict[str, str]:
+def _common_labels(render_input: RenderInput) -> dict[str, str]:
     return {
-        **selector_labels(inp.name),
+        **selector_labels(render_input.name),
         "app.kubernetes.io/component": "server",
         "app.kubernetes.io/part-of": "llmservice",
         "app.kubernetes.io/managed-by": MANAGED_BY,
-        "app.kubernetes.io/version": inp.spec.engine.vllm_version,
+        "app.kubernetes.io/version": render_input.spec.engine.vllm_version,
     }
 
 
-def _model_tag(inp: RenderInput) -> str:
-    source = inp.spec.model.source
+def _model_tag(render_input: RenderInput) -> str:
+    source = render_input.spec.model.source
     if source.type == "pvc":
         return f"{PVC_MOUNT_DIR}/{(source.path or '').strip('/')}".rstrip("/")
     if source.type == "uri":
         assert source.uri is not None  # the spec validator guarantees it
         return source.uri
-    return inp.spec.model.id
+    return render_input.spec.model.id
 
 
-def engine_args(inp: RenderInput) -> list[str]:
+def engine_args(render_input: RenderInput) -> list[str]:
     """`vllm serve` arguments, every flag checked against the pinned release's table."""
-    engine = inp.spec.engine
-    model = inp.spec.model
+    engine = render_input.spec.engine
+    model = render_input.spec.model
     try:
         table = flag_table(engine.vllm_version)
     except KeyError as err:
         raise SpecError("spec.engine.vllmVersion", str(err.args[0])) from err
     flag = table.require
     args = [
-        _model_tag(inp),
+        _model_tag(render_input),
         flag("--host"), "0.0.0.0",
-        flag("--port"), str(inp.spec.serving.port),
-        flag("--served-model-name"), inp.service.served_model_name,
-        flag("--tensor-parallel-size"), str(inp.shape.tensor_parallel_size),
-        flag("--pipeline-parallel-size"), str(inp.shape.pipeline_parallel_size),
+        flag("--port"), str(render_input.spec.serving.port),
+        flag("--served-model-name"), render_input.service.served_model_name,
+        flag("--tensor-parallel-size"), str(render_input.shape.tensor_parallel_size),
+        flag("--pipeline-parallel-size"), str(render_input.shape.pipeline_parallel_size),
         flag("--max-model-len"), str(engine.max_model_len),
-        flag("--max-num-seqs"), str(inp.shape.max_num_seqs),
+        flag("--max-num-seqs"), str(render_input.shape.max_num_seqs),
         flag("--gpu-memory-utilization"), f"{engine.gpu_memory_utilization:g}",
         flag("--dtype"), model.dtype,
         flag("--kv-cache-dtype"), engine.kv_cache_dtype,
@@ -146,29 +146,29 @@ def engine_args(inp: RenderInput) -> list[str]:
     return args + list(engine.extra_args)
 
 
-def _env(inp: RenderInput) -> list[dict[str, Any]]:
+def _env(render_input: RenderInput) -> list[dict[str, Any]]:
     env: list[dict[str, Any]] = [
         {"name": "HF_HOME", "value": MODEL_CACHE_DIR},
         {"name": "VLLM_NO_USAGE_STATS", "value": "1"},
     ]
-    token = inp.spec.engine.hf_token_secret_ref
+    token = render_input.spec.engine.hf_token_secret_ref
     if token is not None:
         ref = {"name": token.name, "key": token.key}
         env.append({"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": ref}})
-    api_key = inp.spec.serving.api_key_secret_ref
+    api_key = render_input.spec.serving.api_key_secret_ref
     if api_key is not None:
         ref = {"name": api_key.name, "key": api_key.key}
         env.append({"name": "VLLM_API_KEY", "valueFrom": {"secretKeyRef": ref}})
     reserved = {e["name"] for e in env}
-    for var in inp.spec.engine.env:
+    for var in render_input.spec.engine.env:
         if var.name in reserved:
             raise SpecError("spec.engine.env", f"{var.name} is set by the operator; remove it")
         env.append({"name": var.name, "value": var.value})
     return env
 
 
-def _volumes(inp: RenderInput) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    shm_mib = max(1024, math.ceil(inp.shape.shm_bytes / 1024**2))
+def _volumes(render_input: RenderInput) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    shm_mib = max(1024, math.ceil(render_input.shape.shm_bytes / 1024**2))
     volumes: list[dict[str, Any]] = [
         {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": f"{shm_mib}Mi"}},
         {"name": "model-cache", "emptyDir": {}},
@@ -177,7 +177,7 @@ def _volumes(inp: RenderInput) -> tuple[list[dict[str, Any]], list[dict[str, Any
         {"name": "dshm", "mountPath": "/dev/shm"},
         {"name": "model-cache", "mountPath": MODEL_CACHE_DIR},
     ]
-    source = inp.spec.model.source
+    source = render_input.spec.model.source
     if source.type == "pvc":
         volumes.append(
             {
@@ -209,10 +209,10 @@ def _prestop_command(port: int, drain_seconds: int) -> list[str]:
     return ["python3", "-c", script]
 
 
-def pod_template(inp: RenderInput) -> dict[str, Any]:
+def pod_template(render_input: RenderInput) -> dict[str, Any]:
     """The serving pod template without its revision label (the hash is taken over this)."""
-    spec = inp.spec
-    shape = inp.shape
+    spec = render_input.spec
+    shape = render_input.shape
     gpus = str(shape.gpus_per_replica)
     cpu = spec.resources.cpu or str(max(4, 4 * shape.gpus_per_replica))
     memory = spec.resources.memory or f"{max(32, math.ceil(shape.host_memory_bytes / GIB))}Gi"
@@ -220,7 +220,7 @@ def pod_template(inp: RenderInput) -> dict[str, Any]:
     limits = {"memory": memory, shape.resource_name: gpus}
     tolerations = [{"key": shape.resource_name, "operator": "Exists", "effect": "NoSchedule"}]
     tolerations += [t.model_dump(exclude_none=True) for t in spec.resources.tolerations]
-    volumes, mounts = _volumes(inp)
+    volumes, mounts = _volumes(render_input)
     drain = spec.serving.drain_seconds
     image = spec.engine.image or f"vllm/vllm-openai:v{spec.engine.vllm_version}"
     # With an API key vLLM guards /v1/*: probe readiness on /health then (the server only
@@ -228,15 +228,15 @@ def pod_template(inp: RenderInput) -> dict[str, Any]:
     readiness = "/health" if spec.serving.api_key_secret_ref else "/v1/models"
     return _render(
         "pod.yaml.j2",
-        pod_labels=_common_labels(inp),
+        pod_labels=_common_labels(render_input),
         port=spec.serving.port,
         termination_grace_seconds=drain + 30,
         shape=shape,
         node_selector=spec.resources.node_selector,
         tolerations=tolerations,
         image=image,
-        args=engine_args(inp),
-        env=_env(inp),
+        args=engine_args(render_input),
+        env=_env(render_input),
         requests=requests,
         limits=limits,
         startup_budget_seconds=min(spec.rollout.progress_deadline_seconds, 3600),
@@ -258,52 +258,58 @@ def deployment_name(service_name: str, revision: str) -> str:
 
 
 def deployment(
-    inp: RenderInput, template: dict[str, Any], revision: str, replicas: int | None
+    render_input: RenderInput, template: dict[str, Any], revision: str, replicas: int | None
 ) -> dict[str, Any]:
     """One revision's Deployment. `replicas` None leaves the field to its one other writer."""
     labelled = json.loads(json.dumps(template))
     labelled["metadata"]["labels"][REVISION] = revision
-    labels = {**_common_labels(inp), REVISION: revision}
+    labels = {**_common_labels(render_input), REVISION: revision}
     return _render(
         "deployment.yaml.j2",
-        name=deployment_name(inp.name, revision),
-        namespace=inp.namespace,
+        name=deployment_name(render_input.name, revision),
+        namespace=render_input.namespace,
         labels=labels,
-        annotations={"llmservice.dev/gpu": f"{inp.shape.gpus_per_replica}x {inp.shape.gpu_name}"},
+        annotations={
+            "llmservice.dev/gpu": f"{render_input.shape.gpus_per_replica}x {render_input.shape.gpu_name}"
+        },
         replicas=replicas,
-        progress_deadline_seconds=inp.spec.rollout.progress_deadline_seconds,
-        selector=revision_selector(inp.name, revision),
+        progress_deadline_seconds=render_input.spec.rollout.progress_deadline_seconds,
+        selector=revision_selector(render_input.name, revision),
         pod_template=labelled,
     )
 
 
 def service(
-    inp: RenderInput, name: str | None = None, revision: str | None = None
+    render_input: RenderInput, name: str | None = None, revision: str | None = None
 ) -> dict[str, Any]:
     """The client-facing Service; pinned to one revision for blue-green (active/preview)."""
-    selector = revision_selector(inp.name, revision) if revision else selector_labels(inp.name)
+    selector = (
+        revision_selector(render_input.name, revision)
+        if revision
+        else selector_labels(render_input.name)
+    )
     return _render(
         "service.yaml.j2",
-        name=name or inp.name,
-        namespace=inp.namespace,
-        labels=_common_labels(inp),
+        name=name or render_input.name,
+        namespace=render_input.namespace,
+        labels=_common_labels(render_input),
         selector=selector,
-        port=inp.spec.serving.port,
+        port=render_input.spec.serving.port,
     )
 
 
-def pod_disruption_budget(inp: RenderInput) -> dict[str, Any]:
+def pod_disruption_budget(render_input: RenderInput) -> dict[str, Any]:
     return _render(
         "pdb.yaml.j2",
-        name=inp.name,
-        namespace=inp.namespace,
-        labels=_common_labels(inp),
-        selector=selector_labels(inp.name),
+        name=render_input.name,
+        namespace=render_input.namespace,
+        labels=_common_labels(render_input),
+        selector=selector_labels(render_input.name),
     )
 
 
-def network_policy(inp: RenderInput) -> dict[str, Any] | None:
-    policy = inp.spec.serving.network_policy
+def network_policy(render_input: RenderInput) -> dict[str, Any] | None:
+    policy = render_input.spec.serving.network_policy
     if not policy.enabled:
         return None
     peers: list[dict[str, Any]] = [{"podSelector": {}}]  # same namespace
@@ -318,27 +324,31 @@ def network_policy(inp: RenderInput) -> dict[str, Any] | None:
         peers.append({"namespaceSelector": {"matchLabels": policy.prometheus_namespace_selector}})
     return _render(
         "networkpolicy.yaml.j2",
-        name=inp.name,
-        namespace=inp.namespace,
-        labels=_common_labels(inp),
-        selector=selector_labels(inp.name),
+        name=render_input.name,
+        namespace=render_input.namespace,
+        labels=_common_labels(render_input),
+        selector=selector_labels(render_input.name),
         peers=peers,
-        port=inp.spec.serving.port,
+        port=render_input.spec.serving.port,
     )
 
 
 def http_route(
-    inp: RenderInput, weights: tuple[int, int] | None, has_preview: bool
+    render_input: RenderInput, weights: tuple[int, int] | None, has_preview: bool
 ) -> dict[str, Any] | None:
     """Gateway API traffic split (active Service, preview Service) when a parent is named."""
-    parent_ref = inp.spec.rollout.gateway_parent_ref
+    parent_ref = render_input.spec.rollout.gateway_parent_ref
     if parent_ref is None:
         return None
     active_weight, preview_weight = weights if weights is not None else (100, 0)
-    port = inp.spec.serving.port
-    backends: list[dict[str, Any]] = [{"name": inp.name, "port": port, "weight": active_weight}]
+    port = render_input.spec.serving.port
+    backends: list[dict[str, Any]] = [
+        {"name": render_input.name, "port": port, "weight": active_weight}
+    ]
     if has_preview and preview_weight > 0:
-        backends.append({"name": f"{inp.name}-preview", "port": port, "weight": preview_weight})
+        backends.append(
+            {"name": f"{render_input.name}-preview", "port": port, "weight": preview_weight}
+        )
     parent: dict[str, Any] = {"name": parent_ref.name}
     if parent_ref.namespace:
         parent["namespace"] = parent_ref.namespace
@@ -346,30 +356,30 @@ def http_route(
         parent["sectionName"] = parent_ref.section_name
     return _render(
         "httproute.yaml.j2",
-        name=inp.name,
-        namespace=inp.namespace,
-        labels=_common_labels(inp),
+        name=render_input.name,
+        namespace=render_input.namespace,
+        labels=_common_labels(render_input),
         parent=parent,
         backends=backends,
-        request_timeout=f"{inp.spec.serving.drain_seconds + 60}s",
+        request_timeout=f"{render_input.spec.serving.drain_seconds + 60}s",
     )
 
 
-def scaler(inp: RenderInput, target_deployment: str) -> dict[str, Any] | None:
+def scaler(render_input: RenderInput, target_deployment: str) -> dict[str, Any] | None:
     """The HPA (mode hpa) or KEDA ScaledObject (mode keda); None when the operator scales."""
-    scaling = inp.spec.scaling
+    scaling = render_input.spec.scaling
     # The operator's own policy scales on the same number (autoscale.policy).
     target_queue_depth = resolve_target_queue_depth(
-        scaling.target_queue_depth, inp.shape.max_num_seqs
+        scaling.target_queue_depth, render_input.shape.max_num_seqs
     )
     behaviours: dict[str, ScalingBehavior] = {
         "scale_up": scaling.scale_up,
         "scale_down": scaling.scale_down,
     }
     common = {
-        "name": inp.name,
-        "namespace": inp.namespace,
-        "labels": _common_labels(inp),
+        "name": render_input.name,
+        "namespace": render_input.namespace,
+        "labels": _common_labels(render_input),
         "target": target_deployment,
         "min_replicas": scaling.min_replicas,
         "max_replicas": scaling.max_replicas,
@@ -380,12 +390,12 @@ def scaler(inp: RenderInput, target_deployment: str) -> dict[str, Any] | None:
         return _render("hpa.yaml.j2", metric_name="vllm:num_requests_waiting", **common)
     if scaling.mode == "keda":
         query = (
-            f'sum(vllm:num_requests_waiting{{namespace="{inp.namespace}",'
-            f'{PROMETHEUS_SERVICE_LABEL}="{inp.name}"}})'
+            f'sum(vllm:num_requests_waiting{{namespace="{render_input.namespace}",'
+            f'{PROMETHEUS_SERVICE_LABEL}="{render_input.name}"}})'
         )
         return _render(
             "scaledobject.yaml.j2",
-            prometheus_url=inp.prometheus_url,
+            prometheus_url=render_input.prometheus_url,
             query=query,
             arrival_query=scaling.arrival_rate_query,
             polling_interval=scaling.evaluation_interval_seconds,
@@ -394,30 +404,37 @@ def scaler(inp: RenderInput, target_deployment: str) -> dict[str, Any] | None:
     return None
 
 
-def _replicas_field(inp: RenderInput) -> int | None:
+def _replicas_field(render_input: RenderInput) -> int | None:
     """Who writes Deployment.spec.replicas: only manual mode puts it in the rendered object."""
-    scaling = inp.spec.scaling
+    scaling = render_input.spec.scaling
     if scaling.mode == "manual":
-        return inp.spec.replicas if inp.spec.replicas is not None else scaling.min_replicas
+        return (
+            render_input.spec.replicas
+            if render_input.spec.replicas is not None
+            else scaling.min_replicas
+        )
     return None
 
 
-def render_service_objects(inp: RenderInput) -> list[dict[str, Any]]:
+def render_service_objects(render_input: RenderInput) -> list[dict[str, Any]]:
     """Every object of a service at rest (one revision, no rollout in flight).
 
     The operator's reconcile composes the same pieces per revision during rollouts; this is
     what `llmservice plan` prints and what golden files pin.
     """
-    template = pod_template(inp)
+    template = pod_template(render_input)
     revision = revision_hash(template)
-    objects = [deployment(inp, template, revision, _replicas_field(inp)), service(inp)]
-    objects.append(pod_disruption_budget(inp))
-    policy = network_policy(inp)
+    objects = [
+        deployment(render_input, template, revision, _replicas_field(render_input)),
+        service(render_input),
+    ]
+    objects.append(pod_disruption_budget(render_input))
+    policy = network_policy(render_input)
     if policy is not None:
         objects.append(policy)
-    scale = scaler(inp, deployment_name(inp.name, revision))
+    scale = scaler(render_input, deployment_name(render_input.name, revision))
     if scale is not None:
         objects.append(scale)
     for obj in objects:
-        obj["metadata"].setdefault("labels", {})[SERVICE] = inp.name
+        obj["metadata"].setdefault("labels", {})[SERVICE] = render_input.name
     return objects

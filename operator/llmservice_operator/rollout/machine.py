@@ -301,9 +301,11 @@ class _Layout:
 
 @dataclass
 class _Machine:
-    inp: RolloutInput
-    revs: RevisionsStatus
-    ro: RolloutStatus | None
+    given: RolloutInput
+    """What this call was given: the spec, the observed Deployments, the last status."""
+    revisions: RevisionsStatus
+    rollout: RolloutStatus | None
+    """``status.rollout`` as it stands during this call (written back by :meth:`finish`)."""
     now: datetime
     plan: tuple[Stage, ...]
     resumed: bool
@@ -317,16 +319,16 @@ class _Machine:
 
     @property
     def gateway(self) -> bool:
-        return self.inp.spec.gateway_parent_ref is not None
+        return self.given.spec.gateway_parent_ref is not None
 
     @property
     def canary(self) -> bool:
-        return self.inp.spec.strategy == "canary"
+        return self.given.spec.strategy == "canary"
 
     @property
     def total(self) -> int:
         """Replicas the load needs now (0 when scaled to zero)."""
-        return max(0, self.inp.total_replicas)
+        return max(0, self.given.total_replicas)
 
     @property
     def candidate_total(self) -> int:
@@ -335,20 +337,20 @@ class _Machine:
 
     @property
     def deadline_seconds(self) -> int:
-        return self.inp.spec.progress_deadline_seconds
+        return self.given.spec.progress_deadline_seconds
 
     def obs(self, revision: str | None) -> DeploymentObservation:
         if revision is None:
             return DeploymentObservation(0, 0)
-        return self.inp.deployments.get(revision, DeploymentObservation(0, 0))
+        return self.given.deployments.get(revision, DeploymentObservation(0, 0))
 
     def event(self, type_: EventType, reason: str, message: str) -> None:
         self.events.append(Event(type_, reason, message))
 
-    def set_ro(self, **update: object) -> RolloutStatus:
-        base = self.ro or RolloutStatus(step_started_at=to_rfc3339(self.now))
-        self.ro = base.model_copy(update=update)
-        return self.ro
+    def update_rollout(self, **update: object) -> RolloutStatus:
+        base = self.rollout or RolloutStatus(step_started_at=to_rfc3339(self.now))
+        self.rollout = base.model_copy(update=update)
+        return self.rollout
 
     def record(
         self,
@@ -364,11 +366,11 @@ class _Machine:
             cause=cause,
             time=to_rfc3339(self.now),
         )
-        history = [*self.revs.history, entry][-_HISTORY_LIMIT:]
-        self.revs = self.revs.model_copy(update={"history": history})
+        history = [*self.revisions.history, entry][-_HISTORY_LIMIT:]
+        self.revisions = self.revisions.model_copy(update={"history": history})
 
     def last_record(self, revision: str) -> RevisionRecord | None:
-        for entry in reversed(self.revs.history):
+        for entry in reversed(self.revisions.history):
             if entry.revision == revision:
                 return entry
         return None
@@ -379,10 +381,10 @@ class _Machine:
         return record.cause if record is not None and record.cause else "RolledBack"
 
     def step_started(self) -> datetime:
-        ro = self.ro
-        if ro is None or ro.step_started_at is None:
+        rollout = self.rollout
+        if rollout is None or rollout.step_started_at is None:
             return self.now
-        return from_rfc3339(ro.step_started_at)
+        return from_rfc3339(rollout.step_started_at)
 
     def step_deadline(self) -> datetime:
         return self.step_started() + timedelta(seconds=self.deadline_seconds)
@@ -393,9 +395,9 @@ class _Machine:
     # -- entry ------------------------------------------------------------------------------
 
     def run(self) -> RolloutDecision:
-        desired = self.inp.revision
-        stable = self.revs.stable
-        if stable is not None and stable != desired and stable not in self.inp.deployments:
+        desired = self.given.revision
+        stable = self.revisions.stable
+        if stable is not None and stable != desired and stable not in self.given.deployments:
             self.event(
                 "Warning",
                 "StableRevisionMissing",
@@ -403,24 +405,28 @@ class _Machine:
                 "becomes stable without a rollout",
             )
             self.record(stable, "Superseded", f"its Deployment disappeared; {desired} took over")
-            self.revs = self.revs.model_copy(update={"stable": None, "candidate": None})
+            self.revisions = self.revisions.model_copy(update={"stable": None, "candidate": None})
             stable = None
         if stable is None:
-            self.revs = self.revs.model_copy(
+            self.revisions = self.revisions.model_copy(
                 update={"stable": desired, "candidate": None, "failed": None}
             )
             self.settle(desired)
             return self.finish()
 
-        candidate = self.revs.candidate
-        if candidate is not None and (candidate != desired or candidate == self.revs.failed):
+        candidate = self.revisions.candidate
+        if candidate is not None and (candidate != desired or candidate == self.revisions.failed):
             if not self.wind_down(candidate, desired):
                 return self.finish()
             candidate = None
-        if candidate is not None and self.ro is not None and self.ro.pause_reason == ABANDONING:
+        if (
+            candidate is not None
+            and self.rollout is not None
+            and self.rollout.pause_reason == ABANDONING
+        ):
             candidate = None  # the spec came back to the abandoned candidate: start it afresh
         if candidate is None:
-            if desired in (self.revs.stable, self.revs.failed):
+            if desired in (self.revisions.stable, self.revisions.failed):
                 self.settle(desired)
                 return self.finish()
             self.start(desired)
@@ -431,18 +437,18 @@ class _Machine:
 
     def settle(self, desired: str) -> None:
         """No rollout in progress: the stable serves everything."""
-        stable = self.revs.stable
+        stable = self.revisions.stable
         assert stable is not None
-        if self.revs.failed is not None and desired != self.revs.failed:
-            self.revs = self.revs.model_copy(update={"failed": None})
-        replicas = {stable: max(0, self.inp.total_replicas)}
+        if self.revisions.failed is not None and desired != self.revisions.failed:
+            self.revisions = self.revisions.model_copy(update={"failed": None})
+        replicas = {stable: max(0, self.given.total_replicas)}
         kept = self.kept_old_revision()
         if kept is not None:
             replicas[kept] = self.obs(kept).replicas
         route = (100, 0) if self.gateway else None
         self.layout = _Layout(replicas, Traffic(stable, None, route, 0))
-        if self.ro is not None and (self.ro.paused or self.ro.pause_reason):
-            self.set_ro(paused=False, pause_reason=None)
+        if self.rollout is not None and (self.rollout.paused or self.rollout.pause_reason):
+            self.update_rollout(paused=False, pause_reason=None)
 
     def kept_old_revision(self) -> str | None:
         """The previous stable of a blue-green promotion, within ``scaleDownDelaySeconds``.
@@ -452,18 +458,18 @@ class _Machine:
         """
         if self.canary:
             return None
-        history = self.revs.history
+        history = self.revisions.history
         if len(history) < 2:
             return None
         promoted, old = history[-1], history[-2]
-        if promoted.outcome != "Promoted" or promoted.revision != self.revs.stable:
+        if promoted.outcome != "Promoted" or promoted.revision != self.revisions.stable:
             return None
         if old.outcome != "Superseded" or old.time != promoted.time:
             return None
-        if old.revision not in self.inp.deployments or old.revision == self.revs.stable:
+        if old.revision not in self.given.deployments or old.revision == self.revisions.stable:
             return None
         until = from_rfc3339(promoted.time) + timedelta(
-            seconds=self.inp.spec.blue_green.scale_down_delay_seconds
+            seconds=self.given.spec.blue_green.scale_down_delay_seconds
         )
         if self.now >= until:
             return None
@@ -473,9 +479,9 @@ class _Machine:
     # -- starting, advancing ----------------------------------------------------------------------
 
     def start(self, desired: str) -> None:
-        stable = self.revs.stable
-        self.revs = self.revs.model_copy(update={"candidate": desired, "failed": None})
-        self.ro = RolloutStatus(
+        stable = self.revisions.stable
+        self.revisions = self.revisions.model_copy(update={"candidate": desired, "failed": None})
+        self.rollout = RolloutStatus(
             step=0,
             weight=0,
             step_started_at=to_rfc3339(self.now),
@@ -491,25 +497,25 @@ class _Machine:
         )
 
     def advance(self, candidate: str) -> None:
-        if self.ro is None or self.ro.step_started_at is None:
-            self.set_ro(step_started_at=to_rfc3339(self.now))
+        if self.rollout is None or self.rollout.step_started_at is None:
+            self.update_rollout(step_started_at=to_rfc3339(self.now))
         for _ in range(len(self.plan) + 1):
-            assert self.ro is not None
-            index = min(max(self.ro.step, 0), len(self.plan) - 1)
+            assert self.rollout is not None
+            index = min(max(self.rollout.step, 0), len(self.plan) - 1)
             stage = self.plan[index]
             self.layout = self.stage_layout(stage, index, candidate)
             outcome = self.handle(stage, index, candidate)
             if isinstance(outcome, _Fail):
                 self.fail(candidate, index, outcome)
-                self.wind_down(candidate, self.inp.revision)
+                self.wind_down(candidate, self.given.revision)
                 return
             if outcome == "wait":
-                self.set_ro(weight=self.layout.traffic.canary_weight)
+                self.update_rollout(weight=self.layout.traffic.canary_weight)
                 return
             if index + 1 >= len(self.plan):
                 self.promote(candidate)
                 return
-            self.set_ro(
+            self.update_rollout(
                 step=index + 1,
                 step_started_at=to_rfc3339(self.now),
                 paused=False,
@@ -519,7 +525,7 @@ class _Machine:
 
     def stage_layout(self, stage: Stage, index: int, candidate: str) -> _Layout:
         """Replicas and traffic while the rollout is at ``stage``."""
-        stable = self.revs.stable
+        stable = self.revisions.stable
         assert stable is not None
         total = self.total
         if not self.canary:
@@ -574,9 +580,9 @@ class _Machine:
             return self.switch(index, candidate)
         compare = stage.kind == "analysis"
         policy = AnalysisPolicy.from_settings(
-            self.inp.spec.analysis, stage.analysis, compare_to_stable=compare
+            self.given.spec.analysis, stage.analysis, compare_to_stable=compare
         )
-        if stage.kind == "postPromotion" and not has_judging_checks(policy, self.inp.slo):
+        if stage.kind == "postPromotion" and not has_judging_checks(policy, self.given.slo):
             self.event(
                 "Normal",
                 "PostPromotionAnalysisSkipped",
@@ -608,7 +614,7 @@ class _Machine:
                 f"{self.deadline_seconds}s after {self.where(index)} began",
             )
         self.wake.append(deadline)
-        self.set_ro(
+        self.update_rollout(
             message=f"{self.where(index)}: waiting for candidate {candidate}: {ready}/{wanted} "
             f"Ready (deadline {to_rfc3339(deadline)})"
         )
@@ -619,13 +625,13 @@ class _Machine:
         ready = self.obs(candidate).ready
         if ready < wanted:
             return self.await_ready(index, candidate, wanted)
-        settings = self.inp.spec.smoke_test
+        settings = self.given.spec.smoke_test
         if not settings.enabled:
             return "next"
-        result = self.inp.smoke
+        result = self.given.smoke
         if result is None:
             self.smoke = SmokeTarget(candidate)
-            self.set_ro(message=f"{self.where(index)}: smoke-testing candidate {candidate}")
+            self.update_rollout(message=f"{self.where(index)}: smoke-testing candidate {candidate}")
             return "wait"
         if result.passed:
             self.event("Normal", "SmokeTestPassed", f"revision {candidate}: {result.message}")
@@ -640,7 +646,7 @@ class _Machine:
             )
         retry = self.now + timedelta(seconds=SMOKE_RETRY_SECONDS)
         self.wake.append(min(retry, deadline))
-        self.set_ro(
+        self.update_rollout(
             message=f"{self.where(index)}: smoke test not passed yet ({result.message}); "
             f"retrying until {to_rfc3339(deadline)}"
         )
@@ -662,21 +668,23 @@ class _Machine:
         return "wait"
 
     def resume_command(self) -> str:
-        ref = self.inp.service
+        ref = self.given.service
         return f"kubectl -n {ref.namespace} annotate llmservice {ref.name} {RESUME_ANNOTATION}=true"
 
     def enter_pause(self, index: int, reason: str, message: str) -> None:
-        was = self.ro is not None and self.ro.paused and self.ro.pause_reason == reason
-        self.set_ro(paused=True, pause_reason=reason, message=message)
+        was = (
+            self.rollout is not None and self.rollout.paused and self.rollout.pause_reason == reason
+        )
+        self.update_rollout(paused=True, pause_reason=reason, message=message)
         if not was:
             self.event("Normal", "RolloutPaused", message)
 
     def switch(self, index: int, candidate: str) -> _Outcome:
-        if self.inp.spec.blue_green.auto_promote or self.resumed:
+        if self.given.spec.blue_green.auto_promote or self.resumed:
             self.event(
                 "Normal",
                 "ActiveSwitched",
-                f"the active Service now selects revision {candidate}; {self.revs.stable} stays "
+                f"the active Service now selects revision {candidate}; {self.revisions.stable} stays "
                 "at full size until the post-promotion analysis passes",
             )
             return "next"
@@ -689,8 +697,8 @@ class _Machine:
         return "wait"
 
     def analysis(self, index: int, candidate: str, policy: AnalysisPolicy) -> _Outcome | _Fail:
-        assert self.ro is not None
-        run = self.ro.analysis
+        assert self.rollout is not None
+        run = self.rollout.analysis
         if run is not None and from_rfc3339(run.started_at) < self.step_started():
             run = None  # the last run belongs to an earlier step
         if run is None:
@@ -703,17 +711,17 @@ class _Machine:
             )
         if measurement_due(run, self.now):
             target = AnalysisTarget(
-                namespace=self.inp.service.namespace,
-                service=self.inp.service.name,
+                namespace=self.given.service.namespace,
+                service=self.given.service.name,
                 candidate=candidate,
-                stable=self.revs.stable if policy.compare_to_stable is not None else None,
-                vllm_version=self.inp.service.vllm_version,
+                stable=self.revisions.stable if policy.compare_to_stable is not None else None,
+                vllm_version=self.given.service.vllm_version,
             )
-            checks = resolve_checks(policy, self.inp.slo, target)
-            if self.inp.measurement is None:
+            checks = resolve_checks(policy, self.given.slo, target)
+            if self.given.measurement is None:
                 self.measure = checks
             else:
-                outcome = judge_measurement(checks, self.inp.measurement, policy)
+                outcome = judge_measurement(checks, self.given.measurement, policy)
                 run = record_measurement(run, outcome, policy, self.now)
                 self.event(
                     "Normal" if outcome.verdict == "Successful" else "Warning",
@@ -721,7 +729,7 @@ class _Machine:
                     f"{self.where(index)} measurement {run.measurements_taken + run.errors}: "
                     f"{outcome.summary}",
                 )
-        self.set_ro(analysis=run, message=f"{self.where(index)}: analysis {run.message}")
+        self.update_rollout(analysis=run, message=f"{self.where(index)}: analysis {run.message}")
         if run.phase == "Running":
             if run.next_measurement_at is not None and self.measure is None:
                 self.wake.append(from_rfc3339(run.next_measurement_at))
@@ -748,19 +756,19 @@ class _Machine:
     # -- ends -------------------------------------------------------------------------------
 
     def promote(self, candidate: str) -> None:
-        old = self.revs.stable
+        old = self.revisions.stable
         assert old is not None
         self.record(old, "Superseded", f"replaced by {candidate}")
         self.record(candidate, "Promoted", "")
-        self.revs = self.revs.model_copy(
+        self.revisions = self.revisions.model_copy(
             update={"stable": candidate, "candidate": None, "failed": None}
         )
         kept = ""
         if not self.canary:
-            delay = self.inp.spec.blue_green.scale_down_delay_seconds
+            delay = self.given.spec.blue_green.scale_down_delay_seconds
             kept = f"; {old} kept for {delay}s"
         message = f"revision {candidate} promoted; it serves all traffic{kept}"
-        self.set_ro(
+        self.update_rollout(
             weight=100,
             paused=False,
             pause_reason=None,
@@ -771,12 +779,12 @@ class _Machine:
         self.settle(candidate)
 
     def fail(self, candidate: str, index: int, failure: _Fail) -> None:
-        self.revs = self.revs.model_copy(update={"failed": candidate})
+        self.revisions = self.revisions.model_copy(update={"failed": candidate})
         self.record(
             candidate, "RolledBack", f"{failure.reason}: {failure.message}", cause=failure.reason
         )
         self.event("Warning", failure.reason, f"{self.where(index)}: {failure.message}")
-        self.set_ro(
+        self.update_rollout(
             paused=False,
             pause_reason=ROLLING_BACK,
             step_started_at=to_rfc3339(self.now),
@@ -789,10 +797,10 @@ class _Machine:
 
         Returns True once the candidate is gone from the plan (its Deployment is then removed).
         """
-        stable = self.revs.stable
+        stable = self.revisions.stable
         assert stable is not None
-        rolled_back = self.revs.failed == candidate
-        if not rolled_back and (self.ro is None or self.ro.pause_reason != ABANDONING):
+        rolled_back = self.revisions.failed == candidate
+        if not rolled_back and (self.rollout is None or self.rollout.pause_reason != ABANDONING):
             why = "spec reverted to it" if desired == stable else f"spec now asks for {desired}"
             self.record(candidate, "Superseded", f"replaced before promotion: {why}")
             self.event(
@@ -801,19 +809,21 @@ class _Machine:
                 f"revision {candidate} is abandoned before promotion ({why}); "
                 f"returning traffic to {stable}",
             )
-            self.set_ro(paused=False, pause_reason=ABANDONING, step_started_at=to_rfc3339(self.now))
+            self.update_rollout(
+                paused=False, pause_reason=ABANDONING, step_started_at=to_rfc3339(self.now)
+            )
         record = self.last_record(candidate)
         total = self.total
         ready = self.obs(stable).ready
         deadline = self.step_deadline()
         if ready < total and self.now < deadline:
-            index = min(max(self.ro.step if self.ro else 0, 0), len(self.plan) - 1)
+            index = min(max(self.rollout.step if self.rollout else 0, 0), len(self.plan) - 1)
             layout = self.stage_layout(self.plan[index], index, candidate)
             replicas = {stable: total, candidate: self.obs(candidate).replicas}
             self.layout = _Layout(replicas, layout.traffic)
             self.wake.append(deadline)
             verb = "rolling back" if rolled_back else "abandoning"
-            self.set_ro(
+            self.update_rollout(
                 weight=layout.traffic.canary_weight,
                 message=f"{verb} revision {candidate}: scaling stable {stable} back to {total} "
                 f"replicas ({ready} Ready) before moving traffic to it",
@@ -826,7 +836,7 @@ class _Machine:
                 f"stable {stable} has {ready}/{total} Ready replicas {self.deadline_seconds}s "
                 f"after the rollback began; moving traffic to it anyway",
             )
-        self.revs = self.revs.model_copy(update={"candidate": None})
+        self.revisions = self.revisions.model_copy(update={"candidate": None})
         if rolled_back:
             why = record.reason if record is not None else "rolled back"
             message = f"revision {candidate} rolled back ({why}); {stable} serves all traffic"
@@ -834,7 +844,7 @@ class _Machine:
         else:
             message = f"revision {candidate} removed before promotion; {stable} serves all traffic"
             self.event("Normal", "CandidateRemoved", message)
-        self.set_ro(weight=0, paused=False, pause_reason=None, message=message)
+        self.update_rollout(weight=0, paused=False, pause_reason=None, message=message)
         self.settle(desired)
         return True
 
@@ -845,8 +855,8 @@ class _Machine:
         if self.measure is not None or self.smoke is not None:
             requeue = self.now
         return RolloutDecision(
-            rollout=self.ro,
-            revisions=self.revs,
+            rollout=self.rollout,
+            revisions=self.revisions,
             replicas=self.layout.replicas,
             traffic=self.layout.traffic,
             events=tuple(self.events),
@@ -854,12 +864,12 @@ class _Machine:
             measure=self.measure,
             smoke=self.smoke,
             requeue_at=requeue,
-            resume_consumed=self.inp.resume_requested,
+            resume_consumed=self.given.resume_requested,
         )
 
     def conditions(self) -> tuple[ConditionChange, ...]:
-        candidate, failed = self.revs.candidate, self.revs.failed
-        message = self.ro.message if self.ro is not None else ""
+        candidate, failed = self.revisions.candidate, self.revisions.failed
+        message = self.rollout.message if self.rollout is not None else ""
         if candidate is not None:
             if failed == candidate:
                 return (
@@ -867,9 +877,9 @@ class _Machine:
                     ConditionChange("RolledBack", "True", self.rollback_cause(candidate), message),
                     ConditionChange("Degraded", "True", "RollingBack", message),
                 )
-            paused = self.ro is not None and self.ro.paused
+            paused = self.rollout is not None and self.rollout.paused
             reason = "RolloutPaused" if paused else "RolloutInProgress"
-            if self.ro is not None and self.ro.pause_reason == ABANDONING:
+            if self.rollout is not None and self.rollout.pause_reason == ABANDONING:
                 reason = ABANDONING
             return (
                 ConditionChange("Progressing", "True", reason, message),
@@ -880,7 +890,7 @@ class _Machine:
             cause = self.rollback_cause(failed)
             text = (
                 f"revision {failed} was rolled back ({record.reason if record else cause}); "
-                f"{self.revs.stable} serves all traffic. Change the spec to try again."
+                f"{self.revisions.stable} serves all traffic. Change the spec to try again."
             )
             return (
                 ConditionChange("Progressing", "False", "RolloutAborted", text),
@@ -892,13 +902,13 @@ class _Machine:
                 "Progressing",
                 "False",
                 "RolloutComplete",
-                f"revision {self.revs.stable} serves all traffic",
+                f"revision {self.revisions.stable} serves all traffic",
             ),
             ConditionChange("RolledBack", "False", "NoRollback", ""),
         )
 
 
-def step(inp: RolloutInput) -> RolloutDecision:
+def step(given: RolloutInput) -> RolloutDecision:
     """One reconcile's rollout decision; see the module docstring.
 
     Protocol: when the decision carries ``measure`` (or ``smoke``), run those queries (or the
@@ -906,16 +916,16 @@ def step(inp: RolloutInput) -> RolloutDecision:
     ``smoke``); use only the last decision. The second call recomputes everything from the same
     status, so the first decision's status and events are simply discarded.
     """
-    status = inp.status
-    resumed = inp.resume_requested or (
+    status = given.status
+    resumed = given.resume_requested or (
         status is not None and not status.paused and status.pause_reason in _PAUSES
     )
     machine = _Machine(
-        inp=inp,
-        revs=inp.revisions or RevisionsStatus(),
-        ro=status,
-        now=utc(inp.now),
-        plan=build_plan(inp.spec),
+        given=given,
+        revisions=given.revisions or RevisionsStatus(),
+        rollout=status,
+        now=utc(given.now),
+        plan=build_plan(given.spec),
         resumed=resumed,
     )
     return machine.run()

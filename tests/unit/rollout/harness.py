@@ -88,10 +88,10 @@ class World:
 
     def query(self, checks: tuple[ResolvedCheck, ...]) -> dict[str, QueryResult]:
         self.queries.append(checks)
-        revs = self.revisions_status()
-        assert revs is not None and revs.candidate is not None
-        cand = self.behaviour(revs.candidate)
-        stable = self.behaviour(revs.stable or "")
+        revisions = self.revisions_status()
+        assert revisions is not None and revisions.candidate is not None
+        cand = self.behaviour(revisions.candidate)
+        stable = self.behaviour(revisions.stable or "")
         values: dict[str, float] = {
             SAMPLE_COUNT: cand.requests,
             STABLE_SAMPLE_COUNT: stable.requests,
@@ -124,14 +124,14 @@ class World:
         )
 
     def decide(self) -> RolloutDecision:
-        inp = self.input()
-        decision = step(inp)
+        rollout_input = self.input()
+        decision = step(rollout_input)
         if decision.smoke is not None:
             self.smoke_tests += 1
             result = self.behaviour(decision.smoke.revision).smoke
-            decision = step(replace(inp, smoke=result))
+            decision = step(replace(rollout_input, smoke=result))
         if decision.measure is not None:
-            decision = step(replace(inp, measurement=self.query(decision.measure)))
+            decision = step(replace(rollout_input, measurement=self.query(decision.measure)))
         assert decision.measure is None and decision.smoke is None, "asked twice in one tick"
         return decision
 
@@ -182,10 +182,10 @@ class World:
 
     def check_invariants(self, decision: RolloutDecision) -> None:
         """Capacity is never given up before something Ready takes over (see the docs)."""
-        revs = self.revisions_status()
-        if revs is None or revs.stable is None or not self.check_capacity:
+        revisions = self.revisions_status()
+        if revisions is None or revisions.stable is None or not self.check_capacity:
             return
-        stable, cand = revs.stable, revs.candidate
+        stable, cand = revisions.stable, revisions.candidate
         traffic = decision.traffic
         ready = {r: o.ready for r, o in self.deployments.items()}
         if traffic.active_revision is not None:

@@ -339,8 +339,8 @@ def test_the_same_input_gives_the_same_decision() -> None:
     w = world()
     w.revision = NEW
     w.run_until(lambda d: bool(d.rollout and d.rollout.step == 3))  # setWeight 50, scaling
-    inp = w.input()
-    a, b = step(inp), step(inp)
+    rollout_input = w.input()
+    a, b = step(rollout_input), step(rollout_input)
     assert a == b
     assert a.replicas == {OLD: 3, NEW: 2}
 
