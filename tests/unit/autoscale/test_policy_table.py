@@ -12,7 +12,8 @@ headroom ``min(2 R, 2 sqrt(R))`` plus a spare replica ``min(1, R)`` (N+1).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 
 import pytest
 
@@ -68,16 +69,19 @@ class Row:
     desired: int
     config: PolicyConfig = CONFIG
     reason_has: str = ""
+    computes: Mapping[str, float] = field(default_factory=dict)
+    """The load model's numbers the arithmetic derives by hand (LoadEstimate fields)."""
 
 
 ROWS = [
     Row(
         "queue above the target scales up to where it drains",
-        "F = min(64 slots, 64/0.5 = 128 KV, 64 running while queueing) = 64; D = 2 x (64 + 40) "
-        "= 208; n_target = ceil(208 / (64 + 8)) = 3 > 2 ready; n_fit = ceil(208 / (0.9 x 64)) = "
-        "ceil(3.61) = 4",
+        "F = min(64 slots, 64 running / 0.5 KV = 128) = 64; D = 2 x (64 + 40) = 208; n_conc = "
+        "ceil(208 / (0.9 x 64)) = ceil(3.61) = 4; n_kv = ceil(2 x 0.5 / 0.9) = 2; 40 waiting per "
+        "replica > 8: at least 2 + 1 = 3; n_fit = max(4, 2, 3) = 4",
         inputs(2, S(waiting=40, running=64, kv_cache_usage=0.5)),
         4,
+        computes={"full": 64, "load": 208, "n_conc": 4, "n_kv": 2, "n_fit": 4},
         reason_has="scale up 2 -> 4: 80 waiting over 2 ready replicas (40.0 each, target 8)",
     ),
     Row(
@@ -100,6 +104,7 @@ ROWS = [
         "n_conc = ceil(80 / (0.9 x 42.1)) = 3",
         inputs(2, S(waiting=0, running=40, kv_cache_usage=0.95)),
         3,
+        computes={"full": 40 / 0.95, "n_kv": 3, "n_conc": 3},
         reason_has="KV usage 95% above the ceiling 90%",
     ),
     Row(
@@ -110,6 +115,7 @@ ROWS = [
             8, S(waiting=0, running=20, kv_cache_usage=0.2), arrival_rate=30.0, history=learned(4.0)
         ),
         10,
+        computes={"load": 160, "n_rate": 10, "n_conc": 3},
         reason_has="30 req/s arriving for replicas that complete 4 req/s when full",
     ),
     Row(
@@ -120,6 +126,7 @@ ROWS = [
             6, S(waiting=0, running=20, kv_cache_usage=0.2), arrival_rate=17.0, history=learned(4.0)
         ),
         6,
+        computes={"n_rate": 6, "n_fit": 6, "n_down": 7},
         reason_has="holding 6",
     ),
     Row(
@@ -131,6 +138,7 @@ ROWS = [
             6, S(waiting=0, running=20, kv_cache_usage=0.2), arrival_rate=10.0, history=learned(4.0)
         ),
         6,
+        computes={"n_down": 4, "n_conc": 3},
         reason_has="recommended up to 6",
     ),
     Row(
@@ -169,6 +177,7 @@ ROWS = [
         "D = 2 x (64 + 200) = 528; n_fit = ceil(528 / 57.6) = 10; 2 + 4 = 6 allowed",
         inputs(2, S(waiting=200, running=64, kv_cache_usage=0.6)),
         6,
+        computes={"load": 528, "n_fit": 10},
         reason_has="rate-limited from 10",
     ),
     Row(
@@ -191,6 +200,7 @@ ROWS = [
             history=learned(4.0),
         ),
         10,
+        computes={"n_rate": 32},
         reason_has="capped by maxReplicas 10",
     ),
     Row(
@@ -231,6 +241,7 @@ ROWS = [
             samples=[S(waiting=40, running=64, kv_cache_usage=0.5)] * 2,
         ),
         6,
+        computes={"load": 312, "n_fit": 6},
         reason_has="scale up 3 -> 6",
     ),
     Row(
@@ -270,6 +281,7 @@ ROWS = [
         "300 requests at the gateway: n_conc = ceil(300 / (0.9 x 64)) = ceil(5.2) = 6",
         inputs(0, None, gateway_waiting=300),
         6,
+        computes={"n_conc": 6},
         config=replace(CONFIG, min_replicas=0),
         reason_has="activating 0 -> 6: 300 request(s) waiting",
     ),
@@ -290,6 +302,7 @@ ROWS = [
             3, S(waiting=0, running=20, kv_cache_usage=0.2), arrival_rate=10.0, history=learned(4.0)
         ),
         7,
+        computes={"n_fit": 7, "n_base": 4},
         config=DEFAULT,
         reason_has="7 replicas carry it within the targets (4 at 80% utilization, 3 more for "
         "burst headroom)",
@@ -303,6 +316,7 @@ ROWS = [
             1, S(waiting=3, running=2, kv_cache_usage=0.05), arrival_rate=0.8, history=learned(4.0)
         ),
         1,
+        computes={"n_fit": 1},
         config=DEFAULT,
         reason_has="holding 1",
     ),
@@ -314,6 +328,7 @@ ROWS = [
             1, S(waiting=3, running=2, kv_cache_usage=0.05), arrival_rate=1.0, history=learned(4.0)
         ),
         2,
+        computes={"n_fit": 2, "n_base": 1},
         config=DEFAULT,
         reason_has="2 replicas carry it within the targets (1 at 80% utilization, 1 more for "
         "burst headroom)",
@@ -330,6 +345,7 @@ ROWS = [
             history=learned(4.0),
         ),
         4,
+        computes={"n_fit": 4, "n_base": 2},
         config=DEFAULT,
         reason_has="3.75 req/s arriving for replicas that complete 4 req/s when full; 4 replicas "
         "carry it within the targets (2 at 80% utilization, 2 more for burst headroom)",
@@ -346,6 +362,7 @@ ROWS = [
             history=ScaleHistory(recommendations=((850.0, 5),), throughput=(0.0, 4.0)),
         ),
         8,
+        computes={"n_down": 7},
         config=DEFAULT,
         reason_has="scale down 9 -> 8: 7 replicas would carry it with 15% to spare",
     ),
@@ -390,6 +407,8 @@ def test_worked_example(row: Row) -> None:
     decision = decide_replicas(row.config, row.inputs)
     assert decision.desired_replicas == row.desired, (row.arithmetic, decision.reason)
     assert row.reason_has in decision.reason, decision.reason
+    for name, value in row.computes.items():
+        assert getattr(decision.load, name) == pytest.approx(value), (name, row.arithmetic)
 
 
 def test_missing_metrics_is_flagged_degraded() -> None:
