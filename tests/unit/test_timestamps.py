@@ -15,6 +15,7 @@ def test_whole_seconds_unless_milliseconds_are_asked_for() -> None:
     assert to_rfc3339(MOMENT) == "2024-06-10T06:13:20Z"
     assert to_rfc3339(MOMENT, milliseconds=True) == "2024-06-10T06:13:20.500Z"
     assert to_rfc3339(MOMENT.replace(microsecond=0), milliseconds=True) == "2024-06-10T06:13:20Z"
+    assert to_rfc3339(MOMENT.replace(microsecond=5_999), milliseconds=True).endswith("20.005Z")
 
 
 def test_other_offsets_and_naive_times_are_written_in_utc() -> None:

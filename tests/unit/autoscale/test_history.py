@@ -98,6 +98,12 @@ def test_compaction_keeps_what_a_window_can_still_need() -> None:
     assert later.recommendations == ((400.0, 3),)
 
 
+def test_compaction_keeps_the_newest_recommendation_for_the_status_without_windows() -> None:
+    history = ScaleHistory(recommendations=((0.0, 5),))
+    history = history.record(15.0, 2, 0, up_window=0, down_window=0, event_horizon=60)
+    assert history.recommendations == ((15.0, 2),)
+
+
 @settings(max_examples=200, deadline=None)
 @given(
     st.lists(st.integers(0, 12), min_size=1, max_size=60),

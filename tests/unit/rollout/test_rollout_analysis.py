@@ -295,6 +295,16 @@ def test_custom_operators() -> None:
     assert judge({**GOOD, "hit-rate": one(0.4)}, **settings).verdict == "Failed"
 
 
+@pytest.mark.parametrize(
+    ("operator", "passes_at_the_threshold"),
+    [("<", False), ("<=", True), (">", False), (">=", True)],
+)
+def test_custom_operators_at_their_threshold(operator: str, passes_at_the_threshold: bool) -> None:
+    check = {"name": "hit-rate", "query": "q", "operator": operator, "threshold": 0.5}
+    verdict = judge({**GOOD, "hit-rate": one(0.5)}, customChecks=[check]).verdict
+    assert verdict == ("Successful" if passes_at_the_threshold else "Failed")
+
+
 # -- the run: Argo's count / failureLimit / inconclusiveLimit / consecutiveErrorLimit -------------
 
 
