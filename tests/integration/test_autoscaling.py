@@ -38,7 +38,7 @@ from llmservice_dev.localcluster.prometheus import (
     query,
     targets,
 )
-from llmservice_operator.loadgen.client import LoadConfig, resolve_model, run_load
+from llmservice_operator.loadgen.client import LoadConfig, load_session, resolve_model, run_load
 from llmservice_operator.loadgen.distributions import LengthDist
 from llmservice_operator.loadgen.report import LoadReport
 from llmservice_operator.loadgen.schedule import RateSchedule
@@ -306,7 +306,7 @@ class ClosedLoop:
             self.error = err
 
     async def _run(self) -> None:
-        async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
+        async with load_session() as session:
             model = await resolve_model(session, self.source()[0], 30)
             counter = iter(range(1 << 30))
 
