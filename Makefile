@@ -73,8 +73,8 @@ cluster-up: tools
 cluster-down: install-python
 	$(BIN)/llmservice-dev cluster down
 
-demo: install-python install-system tools ## the local control plane, the operator and an example
-	$(BIN)/python hack/demo.py
+demo: install ## the local control plane, the operator and an example (ENGINE=vllm: the real engine)
+	ENGINE=$(ENGINE) $(BIN)/python hack/demo.py
 
 bench: install-python ## printed figures: autoscaling policies, control-plane scale, rollback time
 	$(BIN)/python -m benchmarks.autoscale

@@ -131,6 +131,8 @@ class BackgroundLoad:
     refresh_s: float = 1.0
     prompt_tokens: int = 256
     output_tokens: int = 16
+    time_scale: float | None = None
+    """The engines' clock: the cluster's simulators by default; 1 for real engines."""
     chunks: list[Chunk] = field(default_factory=list)
     targets: RevisionTargets = field(init=False)
     _stop: threading.Event = field(default_factory=threading.Event)
@@ -190,7 +192,7 @@ class BackgroundLoad:
                 await asyncio.wait(running)
 
     async def _chunk(self, session: aiohttp.ClientSession, seed: int) -> None:
-        scale = self.cluster.sim_time_scale
+        scale = self.time_scale or self.cluster.sim_time_scale
         started = time.time()
         if not self.targets():
             self.chunks.append(Chunk(started, time.time(), None))

@@ -10,6 +10,11 @@ simulator is ``llmservice sim`` with the container's ``vllm serve`` arguments ve
 the node (``--sim-gpu``, from ``nvidia.com/gpu.product`` through the GPU catalog) and the
 cluster's time scale. The container's literal ``LLMSERVICE_SIM_*`` variables (faults) pass
 through; ``LLMSERVICE_SIM_SEED`` defaults to a hash of the pod's name.
+
+A pod whose container sets ``LLMSERVICE_SIM_ENGINE=vllm`` gets the real CPU vLLM engine
+instead (``llmservice_dev.engine``), on the wall clock: the same rendered arguments with only
+the model and the bind address swapped, its startup, readiness and liveness probes, its
+``VLLM_API_KEY`` Secret and its preStop drain (see :class:`EngineSpec`).
 """
 
 from __future__ import annotations
@@ -31,7 +36,6 @@ __all__ = [
     "annotations_patch",
     "gpu_for_node",
     "launch_for",
-    "pod_key",
     "sim_argv",
 ]
 
@@ -45,6 +49,9 @@ GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
 DEFAULT_PORT = 8000
 #: The fastest the runner probes, whatever the pod's periodSeconds and the time scale say.
 MIN_PROBE_PERIOD_S = 0.2
+#: Container variable choosing the process: the simulator (default) or "vllm", the real engine.
+ENGINE_ENV = f"{SIM_ENV_PREFIX}ENGINE"
+REAL_ENGINE = "vllm"
 
 
 @dataclass(frozen=True)
@@ -57,6 +64,24 @@ class Probe:
     timeout_s: float = 1.0
     failure_threshold: int = 3
     success_threshold: int = 1
+
+
+@dataclass(frozen=True)
+class EngineSpec:
+    """What the real engine needs beyond the simulator: the container as rendered, the
+    kubelet's other probes, the API key's Secret and how the pod is stopped."""
+
+    command: tuple[str, ...]
+    args: tuple[str, ...]
+    startup: Probe
+    liveness: Probe
+    #: (Secret name, key) of ``VLLM_API_KEY``, when the container takes it from a Secret.
+    api_key_ref: tuple[str, str] | None = None
+    #: Literal ``VLLM_*`` variables of the container (the spec's engine env).
+    env: Mapping[str, str] = field(default_factory=dict)
+    #: The preStop exec command, run before SIGTERM, bounded by the grace period.
+    pre_stop: tuple[str, ...] = ()
+    grace_s: float = 30.0
 
 
 @dataclass(frozen=True)
@@ -75,6 +100,8 @@ class SimLaunch:
     gpu: str | None = None
     service: str = ""
     revision: str = ""
+    #: Set when the pod asks for the real engine (``LLMSERVICE_SIM_ENGINE=vllm``).
+    engine: EngineSpec | None = None
 
     @property
     def key(self) -> str:
@@ -83,11 +110,6 @@ class SimLaunch:
     @property
     def address(self) -> tuple[str, int]:
         return self.ip, self.probe.port
-
-
-def pod_key(pod: Mapping[str, Any]) -> str:
-    meta = pod.get("metadata") or {}
-    return f"{meta.get('namespace', '')}/{meta.get('name', '')}"
 
 
 def gpu_for_node(node_labels: Mapping[str, str]) -> str | None:
@@ -139,8 +161,13 @@ def _listen_port(container: Mapping[str, Any], argv: Sequence[str]) -> int:
     return DEFAULT_PORT  # where `vllm serve` listens without --port
 
 
-def _probe(container: Mapping[str, Any], listen_port: int, time_scale: float) -> Probe:
-    spec = container.get("readinessProbe") or {}
+def _probe(
+    container: Mapping[str, Any],
+    listen_port: int,
+    time_scale: float,
+    kind: str = "readinessProbe",
+) -> Probe:
+    spec = container.get(kind) or {}
     http = spec.get("httpGet") or {}
     period = float(spec.get("periodSeconds") or 10) / time_scale
     return Probe(
@@ -188,10 +215,15 @@ def launch_for(
         var_name = str(var.get("name", ""))
         if var_name.startswith(SIM_ENV_PREFIX) and "value" in var:
             env[var_name] = str(var["value"])
-    # Flags win over the variables: the host is the pod's, the clock is the cluster's.
-    argv += ["--host", str(ip), "--sim-time-scale", f"{time_scale:g}"]
-    if gpu is not None:
-        argv += ["--sim-gpu", gpu]
+    engine = None
+    if env.get(ENGINE_ENV) == REAL_ENGINE:
+        time_scale = 1.0  # a real engine runs on the wall clock
+        engine = _engine_spec(pod, container, listen_port)
+    else:
+        # Flags win over the variables: the host is the pod's, the clock is the cluster's.
+        argv += ["--host", str(ip), "--sim-time-scale", f"{time_scale:g}"]
+        if gpu is not None:
+            argv += ["--sim-gpu", gpu]
     return SimLaunch(
         namespace=namespace,
         name=name,
@@ -203,6 +235,33 @@ def launch_for(
         gpu=gpu,
         service=str(labels.get(SERVICE, "")),
         revision=str(labels.get(REVISION, "")),
+        engine=engine,
+    )
+
+
+def _engine_spec(
+    pod: Mapping[str, Any], container: Mapping[str, Any], listen_port: int
+) -> EngineSpec:
+    api_key_ref = None
+    literal: dict[str, str] = {}
+    for var in container.get("env") or []:
+        var_name = str(var.get("name", ""))
+        ref = (var.get("valueFrom") or {}).get("secretKeyRef") or {}
+        if var_name == "VLLM_API_KEY" and ref.get("name"):
+            api_key_ref = (str(ref["name"]), str(ref.get("key", "")))
+        elif var_name.startswith("VLLM_") and "value" in var:
+            literal[var_name] = str(var["value"])
+    pre_stop = ((container.get("lifecycle") or {}).get("preStop") or {}).get("exec") or {}
+    grace = (pod.get("spec") or {}).get("terminationGracePeriodSeconds")
+    return EngineSpec(
+        command=tuple(str(c) for c in container.get("command") or []),
+        args=tuple(str(a) for a in container.get("args") or []),
+        startup=_probe(container, listen_port, 1.0, "startupProbe"),
+        liveness=_probe(container, listen_port, 1.0, "livenessProbe"),
+        api_key_ref=api_key_ref,
+        env=literal,
+        pre_stop=tuple(str(c) for c in pre_stop.get("command") or []),
+        grace_s=float(grace if grace is not None else 30),
     )
 
 

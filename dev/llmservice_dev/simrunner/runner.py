@@ -17,13 +17,16 @@ as Kubernetes discovery builds them (:mod:`.discovery`; Debian's Prometheus has 
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
+import ctypes
 import json
 import logging
 import os
 import signal
 import sys
 import threading
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,12 +40,14 @@ from kubernetes.client.exceptions import ApiException
 
 from llmservice_operator.render.labels import SERVICE
 
+from ..engine import EnginePaths, engine_argv, engine_env, engine_installed, engine_paths
 from ._child import PARENT_ENV
 from .discovery import target_groups
 from .podspec import (
     READY_ANNOTATION,
     RESTARTS_ANNOTATION,
     SIM_ENV_PREFIX,
+    Probe,
     SimLaunch,
     annotations_patch,
     launch_for,
@@ -55,6 +60,7 @@ log = logging.getLogger("llmservice.simrunner")
 #: kubelet's container restart back-off: 10 s doubling to 5 min (simulated seconds).
 _BACKOFF_BASE_S = 10.0
 _BACKOFF_MAX_S = 300.0
+_PR_SET_PDEATHSIG = 1
 _WATCH_ERRORS = (ApiException, urllib3.exceptions.HTTPError, OSError, ValueError, KeyError)
 
 
@@ -73,6 +79,8 @@ class RunnerConfig:
     resync_s: float = 30.0
     python: str = sys.executable
     extra_env: Mapping[str, str] = field(default_factory=dict)
+    #: Cores the real engines are spread over (VLLM_CPU_OMP_THREADS_BIND), one engine a core.
+    engine_cores: tuple[str, ...] = tuple(str(c) for c in range(os.cpu_count() or 1))
 
 
 class PodSim:
@@ -90,6 +98,9 @@ class PodSim:
         self.state = "starting"
         self.last_exit: int | None = None
         self.process: asyncio.subprocess.Process | None = None
+        #: The real engine's install and core (VLLM_CPU_OMP_THREADS_BIND), when it runs one.
+        self.paths: EnginePaths | None = None
+        self.core: str | None = None
         self.stop_event = asyncio.Event()
         self.task = asyncio.create_task(self._supervise(), name=f"sim {launch.key}")
 
@@ -100,8 +111,12 @@ class PodSim:
                 await self.runner.wait_address_free(self)
                 if self.stop_event.is_set():
                     break
-                await self._start_process()
-                code = await self._probe_until_exit()
+                if not await self._start_process():
+                    code = 127  # the engine is not installed: back off like a crash loop
+                elif self.launch.engine is not None:
+                    code = await self._probe_engine_until_exit()
+                else:
+                    code = await self._probe_until_exit()
                 if self.stop_event.is_set():
                     break
                 self.ready = False
@@ -125,7 +140,9 @@ class PodSim:
             self.ready = False
             self.state = "stopped"
 
-    async def _start_process(self) -> None:
+    async def _start_process(self) -> bool:
+        if self.launch.engine is not None:
+            return await self._start_engine()
         config = self.runner.config
         log_dir = config.log_dir
         log_dir.mkdir(parents=True, exist_ok=True)
@@ -157,6 +174,58 @@ class PodSim:
             self.launch.probe.port,
             self.launch.gpu,
         )
+        return True
+
+    async def _start_engine(self) -> bool:
+        """The real CPU vLLM for this pod (False when it is not installed: logged)."""
+        engine = self.launch.engine
+        assert engine is not None
+        paths = engine_paths()
+        missing = engine_installed(paths)
+        if missing is not None:
+            self.state = f"failed: {missing}"
+            log.error("%s: cannot start the real engine: %s", self.launch.key, missing)
+            return False
+        api_key = None
+        if engine.api_key_ref is not None:
+            api_key = await self.runner.secret_value(self.launch.namespace, *engine.api_key_ref)
+        self.core = self.runner.claim_core(self)
+        argv = engine_argv(
+            engine.command,
+            engine.args,
+            paths=paths,
+            host=self.launch.ip,
+            port=self.launch.probe.port,
+        )
+        base = {k: v for k, v in os.environ.items() if not k.startswith(SIM_ENV_PREFIX)}
+        env = {**engine_env(base, omp_threads_bind=self.core, api_key=api_key), **engine.env}
+        path = self.runner.config.log_dir / f"{self.launch.namespace}.{self.launch.name}.log"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("ab") as out:
+            out.write(f"--- start {' '.join(argv)}\n".encode())
+            out.flush()
+            self.process = await asyncio.create_subprocess_exec(
+                *argv,
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=out,
+                stderr=asyncio.subprocess.STDOUT,
+                env=env,
+                close_fds=True,
+                start_new_session=True,  # its engine-core children are stopped with it
+                preexec_fn=_terminate_with_parent,
+            )
+        self.paths = paths
+        self.state = "running"
+        log.info(
+            "%s: started the real engine (vLLM %s) pid %d on %s:%d, core %s",
+            self.launch.key,
+            paths.version,
+            self.process.pid,
+            self.launch.ip,
+            self.launch.probe.port,
+            self.core,
+        )
+        return True
 
     async def _probe_until_exit(self) -> int:
         """Probe until the process exits (its code) or the pod is gone (-1)."""
@@ -190,7 +259,69 @@ class PodSim:
                 if not future.done():
                     future.cancel()
 
+    async def _probe_engine_until_exit(self) -> int:
+        """The kubelet's three probes for a real engine: startup (until it answers; the
+        container is restarted past its budget), then readiness and liveness (restarted after
+        ``failureThreshold`` failures in a row). Returns the exit code, or -1 when stopped."""
+        assert self.process is not None and self.launch.engine is not None
+        engine = self.launch.engine
+        exited = asyncio.ensure_future(self.process.wait())
+        stopped = asyncio.ensure_future(self.stop_event.wait())
+
+        async def pause(probe: Probe) -> int | None:
+            done, _ = await asyncio.wait(
+                {exited, stopped}, timeout=probe.period_s, return_when=asyncio.FIRST_COMPLETED
+            )
+            if stopped in done:
+                return -1
+            return exited.result() if exited in done else None
+
+        try:
+            failures = 0
+            while not await self.runner.probe(self.launch, engine.startup):
+                failures += 1
+                if failures >= engine.startup.failure_threshold:
+                    log.warning("%s: startup probe failed %d times", self.launch.key, failures)
+                    return await self._kill_for_probe()
+                if (code := await pause(engine.startup)) is not None:
+                    return code
+            log.info("%s: the engine answers (startup probe passed)", self.launch.key)
+            ready_ok = ready_bad = live_bad = 0
+            while True:
+                if await self.runner.probe(self.launch):
+                    ready_ok, ready_bad = ready_ok + 1, 0
+                else:
+                    ready_ok, ready_bad = 0, ready_bad + 1
+                live_bad = (
+                    0 if await self.runner.probe(self.launch, engine.liveness) else live_bad + 1
+                )
+                if not self.ready and ready_ok >= self.launch.probe.success_threshold:
+                    self.ready = True
+                    log.info("%s: ready", self.launch.key)
+                elif self.ready and ready_bad >= self.launch.probe.failure_threshold:
+                    self.ready = False
+                    log.info("%s: not ready (%d failed probes)", self.launch.key, ready_bad)
+                await self.sync_annotations()
+                if live_bad >= engine.liveness.failure_threshold:
+                    log.warning("%s: liveness probe failed %d times", self.launch.key, live_bad)
+                    return await self._kill_for_probe()
+                if (code := await pause(self.launch.probe)) is not None:
+                    return code
+        finally:
+            for future in (exited, stopped):
+                if not future.done():
+                    future.cancel()
+
+    async def _kill_for_probe(self) -> int:
+        """What the kubelet does to a container that fails its startup or liveness probe."""
+        self.ready = False
+        await self._stop_engine(grace_s=self.runner.config.stop_grace_s, drain=False)
+        return 137
+
     async def _terminate(self) -> None:
+        if self.launch.engine is not None:
+            await self._stop_engine(grace_s=self.launch.engine.grace_s, drain=True)
+            return
         process = self.process
         if process is None or process.returncode is not None:
             return
@@ -203,6 +334,49 @@ class PodSim:
                 process.kill()
             await process.wait()
         log.info("%s: stopped simulator pid %d", self.launch.key, process.pid)
+
+    async def _stop_engine(self, grace_s: float, drain: bool) -> None:
+        """As the kubelet stops a container: its preStop hook (the drain, when the pod is
+        deleted), then SIGTERM, then SIGKILL once the grace period is spent."""
+        process, engine = self.process, self.launch.engine
+        try:
+            if process is None or process.returncode is not None or engine is None:
+                return
+            deadline = time.monotonic() + grace_s
+            if drain and engine.pre_stop:
+                await self._run_pre_stop(engine.pre_stop, grace_s)
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGTERM)
+            remaining = max(self.runner.config.stop_grace_s, deadline - time.monotonic())
+            try:
+                await asyncio.wait_for(process.wait(), remaining)
+            except TimeoutError:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, signal.SIGKILL)
+                await process.wait()
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)  # engine-core children left behind
+            log.info("%s: stopped the engine pid %d", self.launch.key, process.pid)
+        finally:
+            self.runner.release_core(self)
+
+    async def _run_pre_stop(self, command: tuple[str, ...], budget_s: float) -> None:
+        """The pod's preStop exec, where the pod's own loopback is its IP (the engine binds
+        that) and its python is the engine's."""
+        argv = [arg.replace("127.0.0.1", self.launch.ip) for arg in command]
+        if argv and argv[0] in ("python", "python3") and self.paths is not None:
+            argv[0] = str(self.paths.python)
+        started = time.monotonic()
+        hook = await asyncio.create_subprocess_exec(
+            *argv, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.DEVNULL,
+        )  # fmt: skip
+        try:
+            await asyncio.wait_for(hook.wait(), budget_s)
+        except TimeoutError:
+            hook.kill()
+            await hook.wait()
+        log.info("%s: preStop took %.1fs", self.launch.key, time.monotonic() - started)
 
     def stop(self) -> None:
         self.stop_event.set()
@@ -239,6 +413,8 @@ class PodSim:
             "restarts": self.restarts,
             "last_exit": self.last_exit,
             "argv": list(self.launch.argv),
+            "engine": "vllm" if self.launch.engine is not None else "sim",
+            "core": self.core,
         }
 
 
@@ -420,6 +596,30 @@ class Runner:
                 log.warning("pod watch: %s; re-listing", exc)
                 self._halt.wait(1.0)
 
+    def claim_core(self, sim: PodSim) -> str:
+        """The core with the fewest real engines on it (vLLM's own binding would put every
+        engine on core 0)."""
+        users = {core: 0 for core in self.config.engine_cores}
+        for other in [*self.sims.values(), *self._stopping]:
+            if other is not sim and other.core in users:
+                users[other.core] += 1
+        return min(users, key=lambda core: (users[core], core))
+
+    def release_core(self, sim: PodSim) -> None:
+        sim.core = None
+
+    async def secret_value(self, namespace: str, name: str, key: str) -> str | None:
+        """One key of a Secret, as the kubelet would put it into the container's env."""
+        try:
+            secret = await asyncio.to_thread(
+                self._api.read_namespaced_secret, name, namespace, _request_timeout=10
+            )
+        except ApiException as exc:
+            log.warning("Secret %s/%s: %s %s", namespace, name, exc.status, exc.reason)
+            return None
+        raw = (secret.data or {}).get(key)
+        return base64.b64decode(raw).decode() if raw else None
+
     async def patch_annotations(self, launch: SimLaunch, annotations: dict[str, str]) -> bool:
         body = {"metadata": {"uid": launch.uid, "annotations": annotations}}
         try:
@@ -441,9 +641,10 @@ class Runner:
         return True
 
     # ------------------------------------------------------------------ probes and HTTP
-    async def probe(self, launch: SimLaunch) -> bool:
+    async def probe(self, launch: SimLaunch, probe: Probe | None = None) -> bool:
+        """An HTTP GET probe (the pod's readiness probe unless ``probe`` says otherwise)."""
         assert self._session is not None
-        probe = launch.probe
+        probe = probe or launch.probe
         url = f"http://{launch.ip}:{probe.port}{probe.path}"
         try:
             async with self._session.get(
@@ -474,6 +675,13 @@ class Runner:
         if not self._synced:  # Prometheus keeps its last targets on an error
             return web.Response(status=503, text="no pod list yet\n")
         return web.json_response(target_groups(self.pods.values()))
+
+
+def _terminate_with_parent() -> None:
+    """In the engine's child, before exec: SIGTERM it when the runner dies (no engine is left
+    holding a pod's IP)."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 def _json(response: object) -> Any:
