@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import sys
 from collections.abc import Sequence
+
+from .commands.errors import OneLineParser
 
 __all__ = ["main"]
 
@@ -14,8 +15,9 @@ __all__ = ["main"]
 SUBCOMMANDS: tuple[str, ...] = ("size", "plan", "crd", "run", "sim", "load", "probe")
 
 
-def _parser(only: str | None) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+def _parser(only: str | None) -> tuple[OneLineParser, dict[str, OneLineParser]]:
+    """The top-level parser, and each subcommand's by name."""
+    parser = OneLineParser(
         prog="llmservice",
         description="Size, render, roll out and autoscale vLLM services on Kubernetes.",
     )
@@ -25,13 +27,16 @@ def _parser(only: str | None) -> argparse.ArgumentParser:
             continue  # importing every command (kopf, aiohttp) would slow down `size`
         module = importlib.import_module(f"llmservice_operator.commands.{name}")
         module.add_parser(subparsers)
-    return parser
+    return parser, subparsers.choices
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     only = argv[0] if argv and argv[0] in SUBCOMMANDS else None
-    args = _parser(only).parse_args(argv)
+    parser, commands = _parser(only)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:  # said by the subcommand's parser: `llmservice size: error: ...`
+        commands[args.command].error(f"unrecognized arguments: {' '.join(unknown)}")
     module = importlib.import_module(f"llmservice_operator.commands.{args.command}")
     code: int = module.run(args)
     return code

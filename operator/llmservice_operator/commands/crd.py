@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from ..api.crd import crd_yaml
+from .errors import report
 
 __all__ = ["add_parser", "run"]
 
@@ -20,6 +21,9 @@ def run(args: argparse.Namespace) -> int:
     text = crd_yaml()
     if args.output is None:
         print(text, end="")
-    else:
+        return 0
+    try:
         args.output.write_text(text)
+    except OSError as err:
+        return report("crd", f"cannot write {args.output}: {err.strerror}")
     return 0

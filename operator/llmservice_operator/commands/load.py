@@ -28,10 +28,23 @@ from llmservice_operator.loadgen.client import (
     run_load,
     static_targets,
 )
-from llmservice_operator.loadgen.distributions import parse_length_dist
+from llmservice_operator.loadgen.distributions import LengthDist, parse_length_dist
 from llmservice_operator.loadgen.schedule import RateSchedule, load_schedule
 
+from .errors import report
+
 __all__ = ["add_parser", "build_config", "run"]
+
+
+def _length_distribution(text: str) -> LengthDist:
+    """A DIST flag's value; argparse reports the problem as it is (not a function's name)."""
+    try:
+        return parse_length_dist(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a length distribution: use N, fixed:N, uniform:LOW:HIGH or "
+            "lognormal:MEDIAN:SIGMA[:MAX]"
+        ) from None
 
 
 def add_parser(subparsers: argparse._SubParsersAction[Any]) -> None:
@@ -86,14 +99,14 @@ def _add_arrival_options(rate: argparse._ArgumentGroup) -> None:
 def _add_request_options(shape: argparse._ArgumentGroup) -> None:
     shape.add_argument(
         "--prompt-tokens",
-        type=parse_length_dist,
+        type=_length_distribution,
         default=parse_length_dist("256"),
         metavar="DIST",
         help="N, fixed:N, uniform:LOW:HIGH or lognormal:MEDIAN:SIGMA[:MAX] (default 256)",
     )
     shape.add_argument(
         "--output-tokens",
-        type=parse_length_dist,
+        type=_length_distribution,
         default=parse_length_dist("128"),
         metavar="DIST",
         help="as --prompt-tokens (default 128); sent as max_tokens with ignore_eos",
@@ -161,15 +174,15 @@ def run(args: argparse.Namespace) -> int:
             raise ValueError("give --target URL (repeatable) or --service NAME")
         if args.refresh <= 0:
             raise ValueError("--refresh must be > 0")
-    except (OSError, ValueError) as exc:
-        print(f"llmservice load: {exc}", file=sys.stderr)
-        return 2
+    except OSError as exc:
+        return report("load", f"cannot read {exc.filename}: {exc.strerror}")
+    except ValueError as exc:
+        return report("load", exc)
     if args.target is not None:
         try:
             targets = static_targets(args.target)
         except ValueError as exc:
-            print(f"llmservice load: {exc}", file=sys.stderr)
-            return 2
+            return report("load", exc)
         return _run(args, config, targets)
     return _run_service(args, config)
 
@@ -186,8 +199,7 @@ def _run_service(args: argparse.Namespace, config: LoadConfig) -> int:
         )
         ready = pods.wait_ready(args.wait_ready)
     except (ApiException, ConfigException, OSError, TimeoutError, ValueError) as exc:
-        print(f"llmservice load: {args.namespace}/{args.service}: {exc}", file=sys.stderr)
-        return 1
+        return report("load", f"{args.namespace}/{args.service}: {exc}")
     print(
         f"llmservice load: {len(ready)} Ready pods of {args.namespace}/{args.service}",
         file=sys.stderr,
@@ -198,13 +210,12 @@ def _run_service(args: argparse.Namespace, config: LoadConfig) -> int:
 
 def _run(args: argparse.Namespace, config: LoadConfig, targets: TargetSource) -> int:
     try:
-        report = asyncio.run(run_load(config, targets))
+        result = asyncio.run(run_load(config, targets))
     except (
         OSError,
         ValueError,
         aiohttp.ClientError,
     ) as exc:  # e.g. the first target's /v1/models is unreachable
-        print(f"llmservice load: {exc}", file=sys.stderr)
-        return 1
-    print(report.to_json() if args.output == "json" else report.to_text(), end="")
-    return 0 if report.completed or not report.requests else 1
+        return report("load", exc)
+    print(result.to_json() if args.output == "json" else result.to_text(), end="")
+    return 0 if result.completed or not result.requests else 1

@@ -11,16 +11,31 @@ import yaml
 
 from ..api import SpecError, parse_llmservice
 from ..service_plan import ServicePlan, plan_service
-from ..sizing import load_catalog
+from ..sizing import SizingError, load_catalog
+from .errors import CommandError, report
 
 __all__ = ["add_parser", "plan_documents", "run"]
 
 
 def add_parser(subparsers: argparse._SubParsersAction[Any]) -> None:
-    parser = subparsers.add_parser("plan", help="print the manifests an LLMService renders to")
-    parser.add_argument("-f", "--filename", type=Path, required=True, help="LLMService YAML")
+    parser = subparsers.add_parser(
+        "plan",
+        help="print the manifests an LLMService renders to",
+        description=(
+            "Size each LLMService in FILE (on stderr) and print the objects it renders to (on "
+            "stdout, like helm template). Exit 0, or 1 with one line on stderr saying what to "
+            "change (a spec that is invalid or does not fit, a file that cannot be read)."
+        ),
+    )
+    parser.add_argument(
+        "-f", "--filename", type=Path, required=True, help="YAML of one or more LLMServices"
+    )
     parser.add_argument("--gpu-catalog", type=Path, help="YAML file overriding the GPU catalog")
-    parser.add_argument("--prometheus-url", default="http://prometheus.monitoring.svc:9090")
+    parser.add_argument(
+        "--prometheus-url",
+        default="http://prometheus.monitoring.svc:9090",
+        help="where a keda scaler queries the queue depth (default %(default)s)",
+    )
 
 
 def _summary(plan: ServicePlan) -> str:
@@ -41,22 +56,31 @@ def _summary(plan: ServicePlan) -> str:
 def plan_documents(path: Path, catalog_path: Path | None, prometheus_url: str) -> list[ServicePlan]:
     catalog = load_catalog(catalog_path)
     plans = []
-    for doc in yaml.safe_load_all(path.read_text()):
+    for number, doc in enumerate(yaml.safe_load_all(path.read_text()), 1):
         if doc is None:
             continue
+        if not isinstance(doc, dict):
+            raise CommandError(f"{path}: document {number} is not a mapping (an LLMService)")
         plans.append(plan_service(parse_llmservice(doc), catalog, prometheus_url))
     return plans
 
 
 def run(args: argparse.Namespace) -> int:
+    path = args.filename
     try:
-        plans = plan_documents(args.filename, args.gpu_catalog, args.prometheus_url)
+        plans = plan_documents(path, args.gpu_catalog, args.prometheus_url)
     except SpecError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    except (OSError, yaml.YAMLError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 1
+        return report("plan", f"{path}: {err}")
+    except SizingError as err:  # the only sizing input plan reads itself: the catalog
+        return report("plan", f"--gpu-catalog: {err}")
+    except OSError as err:
+        return report("plan", f"cannot read {err.filename or path}: {err.strerror}")
+    except yaml.YAMLError as err:
+        return report("plan", f"{path} is not YAML: {err}")
+    except CommandError as err:
+        return report("plan", err)
+    if not plans:
+        return report("plan", f"{path} holds no LLMService")
     docs = []
     for plan in plans:
         print(_summary(plan), file=sys.stderr)

@@ -52,6 +52,8 @@ from llmservice_operator.sim.profile import (
 from llmservice_operator.sim.server import KEEPALIVE_TIMEOUT_S, ServerFaults, SimConfig, SimServer
 from llmservice_operator.vllm.metrics import LATEST_KNOWN_VLLM_VERSION, metric_names
 
+from .errors import OneLineParser, report
+
 __all__ = [
     "ENV_PREFIX",
     "SimOptions",
@@ -118,11 +120,16 @@ def _length(text: str) -> int:
     units = {"k": 10**3, "m": 10**6, "g": 10**9, "K": 2**10, "M": 2**20, "G": 2**30}
     multiplier = units.get(text[-1:], 1)
     number = text[:-1] if multiplier != 1 else text
-    return int(float(number) * multiplier)
+    try:
+        return int(float(number) * multiplier)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a length (a number, optionally with k, K, m, M, g or G)"
+        ) from None
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="llmservice sim",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -130,18 +137,39 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("model_tag", nargs="?", help="model id (vllm serve's positional)")
     parser.add_argument("--model", help="model id (the older --model form)")
     parser.add_argument("--served-model-name", nargs="+", help="names the API answers to")
-    parser.add_argument("--host", default="0.0.0.0")
-    parser.add_argument("--port", type=int, default=8000)
-    parser.add_argument("--max-model-len", type=_length)
-    parser.add_argument("--max-num-seqs", type=int)
-    parser.add_argument("--max-num-batched-tokens", type=int)
-    parser.add_argument("--tensor-parallel-size", "-tp", type=int, default=1)
-    parser.add_argument("--pipeline-parallel-size", "-pp", type=int, default=1)
-    parser.add_argument("--gpu-memory-utilization", type=float, default=0.92)
-    parser.add_argument("--dtype", default="auto")
-    parser.add_argument("--quantization", "-q")
-    parser.add_argument("--kv-cache-dtype", default="auto")
-    parser.add_argument("--block-size", type=int, default=16)
+    parser.add_argument("--host", default="0.0.0.0", help="address to listen on (default 0.0.0.0)")
+    parser.add_argument("--port", type=int, default=8000, help="port to listen on (default 8000)")
+    parser.add_argument(
+        "--max-model-len",
+        type=_length,
+        help="context limit, tokens (1k = 1000, 1K = 1024; default: the model's)",
+    )
+    parser.add_argument(
+        "--max-num-seqs", type=int, help="sequences in a batch (default: what sizing derives)"
+    )
+    parser.add_argument(
+        "--max-num-batched-tokens", type=int, help="tokens per engine step (default 8192)"
+    )
+    parser.add_argument(
+        "--tensor-parallel-size", "-tp", type=int, default=1, help="GPUs per stage (default 1)"
+    )
+    parser.add_argument(
+        "--pipeline-parallel-size", "-pp", type=int, default=1, help="stages (default 1)"
+    )
+    parser.add_argument(
+        "--gpu-memory-utilization",
+        type=float,
+        default=0.92,
+        help="share of GPU memory the engine may use, sizes the KV pool (default 0.92)",
+    )
+    parser.add_argument("--dtype", default="auto", help="weights' dtype, as vLLM (default auto)")
+    parser.add_argument("--quantization", "-q", help="fp8, int8, awq, gptq (or their variants)")
+    parser.add_argument(
+        "--kv-cache-dtype", default="auto", help="auto, or fp8* for a KV cache of one byte"
+    )
+    parser.add_argument(
+        "--block-size", type=int, default=16, help="KV block size, tokens (default 16)"
+    )
     parser.add_argument(
         "--enable-prefix-caching",
         action=argparse.BooleanOptionalAction,
@@ -403,8 +431,7 @@ def run(args: argparse.Namespace) -> int:
         options = options_from(argv, os.environ)
         profile, note = build_profile(options)
     except ValueError as exc:
-        print(f"llmservice sim: {exc}", file=sys.stderr)
-        return 2
+        return report("sim", exc)
     if options.ignored:
         print(f"llmservice sim: ignoring {' '.join(options.ignored)}", file=sys.stderr)
     config = SimConfig(

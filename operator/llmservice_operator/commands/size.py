@@ -36,6 +36,8 @@ from llmservice_operator.sizing import (
     parse_hf_config,
 )
 
+from .errors import EXIT_DOES_NOT_FIT, OneLineParser, report
+
 __all__ = ["add_parser", "run"]
 
 _DTYPES = ("auto", "bfloat16", "float16", "float32")
@@ -81,12 +83,23 @@ def add_parser(subparsers: argparse._SubParsersAction[Any]) -> None:
     parser.add_argument("--allowed-gpus", metavar="A,B,...", help="limit --gpu auto to these")
     parser.add_argument("--gpu-catalog", metavar="PATH", help="YAML laid over the built-in catalog")
     parser.add_argument("--max-model-len", metavar="N", help="context length, tokens (required)")
-    parser.add_argument("--dtype", default="auto", metavar="{" + ",".join(_DTYPES) + "}")
     parser.add_argument(
-        "--quantization", default="none", metavar="{" + ",".join(_QUANTIZATIONS) + "}"
+        "--dtype",
+        default="auto",
+        metavar="{" + ",".join(_DTYPES) + "}",
+        help="weights' dtype (default auto: the config's)",
     )
     parser.add_argument(
-        "--kv-cache-dtype", default="auto", metavar="{" + ",".join(_KV_DTYPES) + "}"
+        "--quantization",
+        default="none",
+        metavar="{" + ",".join(_QUANTIZATIONS) + "}",
+        help="weight quantization (default none)",
+    )
+    parser.add_argument(
+        "--kv-cache-dtype",
+        default="auto",
+        metavar="{" + ",".join(_KV_DTYPES) + "}",
+        help="KV cache dtype (default auto: the weights')",
     )
     parser.add_argument(
         "--min-concurrency",
@@ -106,7 +119,9 @@ def add_parser(subparsers: argparse._SubParsersAction[Any]) -> None:
     )
     parser.add_argument("--ttft-p99-ms", metavar="MS", help="warn when the estimate misses it")
     parser.add_argument("--tpot-p99-ms", metavar="MS", help="warn when the estimate misses it")
-    parser.add_argument("--output", default="text", metavar="{json,text}")
+    parser.add_argument(
+        "--output", default="text", metavar="{json,text}", help="report format (default text)"
+    )
 
 
 def _choice(name: str, value: str, choices: tuple[str, ...]) -> str:
@@ -262,22 +277,20 @@ def run(args: argparse.Namespace) -> int:
         allowed = [n.strip() for n in (args.allowed_gpus or "").split(",") if n.strip()]
         result = choose_gpu(request, catalog, args.gpu, allowed)
     except (_InputError, SizingError) as err:
-        print(f"llmservice size: error: {err}", file=sys.stderr)
-        return 1
+        return report("size", err)
     except ValidationError as err:
         first = err.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
-        print(f"llmservice size: error: {where}: {first['msg']}", file=sys.stderr)
-        return 1
+        return report("size", f"{where}: {first['msg']}")
     if output == "json":
         print(json.dumps(result.to_json_dict(), indent=2))
     else:
         print(_table(result))
-    return 0 if result.fits else 2
+    return 0 if result.fits else EXIT_DOES_NOT_FIT
 
 
 def _main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="llmservice")
+    parser = OneLineParser(prog="llmservice")
     add_parser(parser.add_subparsers(dest="command", required=True))
     args = parser.parse_args(["size", *(sys.argv[1:] if argv is None else argv)])
     return run(args)

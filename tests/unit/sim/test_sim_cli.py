@@ -210,8 +210,8 @@ def test_load_command_against_a_sim_process(capsys: pytest.CaptureFixture[str]) 
 
 
 def test_load_command_flag_errors(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["load", "--target", "http://127.0.0.1:9", "--rate", "1"]) == 2
-    assert "give --rate and --duration" in capsys.readouterr().err
+    assert main(["load", "--target", "http://127.0.0.1:9", "--rate", "1"]) == 1  # bad input
+    assert "llmservice load: error: give --rate and --duration" in capsys.readouterr().err
     port = free_port()
     argv = ["load", "--target", f"http://127.0.0.1:{port}", "--rate", "1", "--duration", "1"]
     assert main(argv) == 1  # nothing listens there: /v1/models cannot be asked

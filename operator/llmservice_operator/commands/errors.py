@@ -1,0 +1,50 @@
+"""How every `llmservice` subcommand reports bad input: one line on stderr, exit status 1.
+
+``llmservice <command>: error: <what is wrong>``, never a traceback and never argparse's usage
+block. argparse's own usage errors (an unknown flag, a value that is not a number) read the
+same and exit 1 as well, not argparse's customary 2: `llmservice size` exits 2 when the model
+does not fit (its report still printed), and a script must not mistake a typo for that answer.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import NoReturn
+
+__all__ = [
+    "EXIT_BAD_INPUT",
+    "EXIT_DOES_NOT_FIT",
+    "CommandError",
+    "OneLineParser",
+    "one_line",
+    "report",
+]
+
+EXIT_BAD_INPUT = 1
+#: `llmservice size`: the input is fine, the model does not fit what it is given.
+EXIT_DOES_NOT_FIT = 2
+
+
+class CommandError(Exception):
+    """Bad input to a subcommand; the message is the line to print."""
+
+
+def one_line(message: object) -> str:
+    """``message`` on one line (YAML and validation errors span several)."""
+    return " ".join(str(message).split())
+
+
+def report(command: str, message: object, code: int = EXIT_BAD_INPUT) -> int:
+    """Print ``llmservice <command>: error: <message>`` to stderr; returns the exit status."""
+    print(f"llmservice {command}: error: {one_line(message)}", file=sys.stderr)
+    return code
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line in the commands' voice and exits 1."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(
+            EXIT_BAD_INPUT, f"{self.prog}: error: {one_line(message)} (see {self.prog} --help)\n"
+        )
