@@ -113,6 +113,43 @@ def test_launch_takes_the_pods_args_env_ip_gpu_and_probe() -> None:
     assert options.time_scale == 10 and options.server_faults.error_rate == 0.1
 
 
+def test_a_pod_asking_for_the_real_engine_gets_its_probes_key_and_drain_on_the_wall_clock() -> None:
+    container = pod()["spec"]["containers"][0]
+    container["env"] += [
+        {"name": "LLMSERVICE_SIM_ENGINE", "value": "vllm"},
+        {"name": "VLLM_API_KEY", "valueFrom": {"secretKeyRef": {"name": "keys", "key": "k"}}},
+        {"name": "VLLM_LOGGING_LEVEL", "value": "DEBUG"},
+    ]
+    container["startupProbe"] = {
+        "httpGet": {"path": "/health", "port": "http"},
+        "periodSeconds": 10,
+        "failureThreshold": 60,
+    }
+    container["livenessProbe"] = {
+        "httpGet": {"path": "/health", "port": "http"},
+        "periodSeconds": 10,
+        "failureThreshold": 3,
+        "timeoutSeconds": 5,
+    }
+    container["lifecycle"] = {"preStop": {"exec": {"command": ["python3", "-c", "drain"]}}}
+    spec = pod()["spec"] | {"containers": [container], "terminationGracePeriodSeconds": 90}
+    launch = launch_for(pod(spec=spec), L4_NODE, time_scale=10)
+    assert launch is not None and launch.engine is not None
+    engine = launch.engine
+    # The container as rendered, untouched: the runner swaps only model and address later.
+    assert engine.command == ("vllm", "serve") and engine.args == tuple(container["args"])
+    assert "--sim-time-scale" not in launch.argv and "--sim-gpu" not in launch.argv
+    # Probes on the wall clock, whatever the cluster's time scale.
+    assert launch.probe.period_s == 5 and launch.probe.path == "/v1/models"
+    assert (engine.startup.period_s, engine.startup.failure_threshold) == (10, 60)
+    assert (engine.liveness.timeout_s, engine.liveness.failure_threshold) == (5, 3)
+    assert engine.api_key_ref == ("keys", "k")
+    assert engine.env == {"VLLM_LOGGING_LEVEL": "DEBUG"}
+    assert engine.pre_stop == ("python3", "-c", "drain") and engine.grace_s == 90
+    plain = launch_for(pod(), L4_NODE, time_scale=10)
+    assert plain is not None and plain.engine is None
+
+
 def test_seed_is_stable_per_pod_name() -> None:
     one = launch_for(pod(), L4_NODE, time_scale=1)
     two = launch_for(pod(metadata__name="chat-abc-2"), L4_NODE, time_scale=1)

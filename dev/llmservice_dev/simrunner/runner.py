@@ -124,7 +124,8 @@ class PodSim:
                 self.last_exit = code
                 self.state = "backoff"
                 delay = min(_BACKOFF_MAX_S, _BACKOFF_BASE_S * 2 ** (self.restarts - 1))
-                delay /= self.runner.config.time_scale
+                if self.launch.engine is None:  # a real engine lives on the wall clock
+                    delay /= self.runner.config.time_scale
                 log.warning(
                     "%s: simulator exited with code %s; restart %d in %.1fs",
                     self.launch.key,
