@@ -181,13 +181,155 @@ class MetricNames:
         )
 
 
-def _finished_reasons(version: tuple[int, int, int]) -> tuple[str, ...]:
-    reasons = ["stop", "length", "abort"]
-    if version >= (0, 12, 0):
-        reasons.append("error")
-    if version >= (0, 17, 0):
-        reasons.append("repetition")
-    return tuple(reasons)
+_Version = tuple[int, int, int]
+
+#: The oldest release this table describes: the V1 engine's logger became the default in 0.8.0.
+_FIRST_MODELLED: _Version = (0, 8, 0)
+
+#: Labels on every ``vllm:`` series.
+_VLLM_LABELS: tuple[str, ...] = ("model_name", "engine")
+
+
+@dataclass(frozen=True)
+class _MetricRow:
+    """One metric family and the releases that show it on ``/metrics``.
+
+    ``since`` is the first release exposing it, ``hidden_from`` the first that no longer does
+    (None: still exposed). From ``deprecated_from`` on, its help ends with vLLM's deprecation
+    note pointing at ``replaced_by``.
+    """
+
+    name: str
+    kind: MetricKind
+    help: str
+    buckets: tuple[float, ...] = ()
+    extra_labels: tuple[str, ...] = ()
+    since: _Version = _FIRST_MODELLED
+    hidden_from: _Version | None = None
+    deprecated_from: _Version | None = None
+    replaced_by: str = ""
+    own_labels: tuple[str, ...] | None = None
+    """Labels instead of the ``vllm:`` ones (the HTTP instrumentation's family)."""
+
+    def exposed_in(self, version: _Version) -> bool:
+        return version >= self.since and (self.hidden_from is None or version < self.hidden_from)
+
+    def spec(self, version: _Version) -> MetricSpec:
+        help_text = self.help
+        if self.deprecated_from is not None and version >= self.deprecated_from:
+            help_text += f" DEPRECATED: Use {self.replaced_by} instead."
+        labels = self.own_labels if self.own_labels is not None else _VLLM_LABELS
+        return MetricSpec(self.name, self.kind, labels + self.extra_labels, help_text, self.buckets)
+
+
+#: Every family this project models, in the order the table exposes them.
+_METRICS: tuple[_MetricRow, ...] = (
+    _MetricRow(
+        "vllm:num_requests_running", "gauge", "Number of requests in model execution batches."
+    ),
+    _MetricRow("vllm:num_requests_waiting", "gauge", "Number of requests waiting to be processed."),
+    _MetricRow(
+        "vllm:gpu_cache_usage_perc",
+        "gauge",
+        "GPU KV-cache usage. 1 means 100 percent usage.",
+        hidden_from=(0, 11, 0),
+        deprecated_from=(0, 9, 2),
+        replaced_by="vllm:kv_cache_usage_perc",
+    ),
+    _MetricRow(
+        "vllm:kv_cache_usage_perc",
+        "gauge",
+        "KV-cache usage. 1 means 100 percent usage.",
+        since=(0, 9, 2),
+    ),
+    _MetricRow("vllm:prompt_tokens_total", "counter", "Number of prefill tokens processed."),
+    _MetricRow("vllm:generation_tokens_total", "counter", "Number of generation tokens processed."),
+    _MetricRow(
+        "vllm:request_success_total",
+        "counter",
+        "Count of successfully processed requests.",
+        extra_labels=("finished_reason",),
+    ),
+    _MetricRow(
+        "vllm:time_to_first_token_seconds",
+        "histogram",
+        "Histogram of time to first token in seconds.",
+        TIME_TO_FIRST_TOKEN_BUCKETS,
+    ),
+    _MetricRow(
+        "vllm:time_per_output_token_seconds",
+        "histogram",
+        "Histogram of time per output token in seconds.",
+        INTER_TOKEN_LATENCY_BUCKETS,
+        hidden_from=(0, 12, 0),
+        deprecated_from=(0, 10, 2),
+        replaced_by="vllm:inter_token_latency_seconds",
+    ),
+    _MetricRow(
+        "vllm:inter_token_latency_seconds",
+        "histogram",
+        "Histogram of inter-token latency in seconds.",
+        INTER_TOKEN_LATENCY_BUCKETS,
+        since=(0, 10, 2),
+    ),
+    _MetricRow(
+        "vllm:request_time_per_output_token_seconds",
+        "histogram",
+        "Histogram of time_per_output_token_seconds per request.",
+        INTER_TOKEN_LATENCY_BUCKETS,
+        since=(0, 12, 0),
+    ),
+    _MetricRow(
+        "vllm:e2e_request_latency_seconds",
+        "histogram",
+        "Histogram of e2e request latency in seconds.",
+        REQUEST_LATENCY_BUCKETS,
+    ),
+    _MetricRow(
+        "vllm:request_queue_time_seconds",
+        "histogram",
+        "Histogram of time spent in WAITING phase for request.",
+        REQUEST_LATENCY_BUCKETS,
+    ),
+    _MetricRow(
+        "http_requests_total",
+        "counter",
+        "Total number of requests by method, status and handler.",
+        own_labels=("handler", "method", "status"),
+    ),
+)
+
+
+@dataclass(frozen=True)
+class _ReleaseLine:
+    """The roles whose name changed, from release ``since`` until the next line's."""
+
+    since: _Version
+    kv_cache_usage: str
+    itl: str
+    tpot: str
+    finished_reasons: tuple[str, ...]
+
+
+_OLD_TPOT = "vllm:time_per_output_token_seconds"
+_ITL = "vllm:inter_token_latency_seconds"
+_REQUEST_TPOT = "vllm:request_time_per_output_token_seconds"
+_OLD_KV = "vllm:gpu_cache_usage_perc"
+_KV = "vllm:kv_cache_usage_perc"
+_REASONS = ("stop", "length", "abort")
+
+#: Oldest first; a version takes the last line whose ``since`` it has reached.
+_RELEASE_LINES: tuple[_ReleaseLine, ...] = (
+    _ReleaseLine(_FIRST_MODELLED, _OLD_KV, _OLD_TPOT, _OLD_TPOT, _REASONS),
+    _ReleaseLine((0, 9, 2), _KV, _OLD_TPOT, _OLD_TPOT, _REASONS),
+    _ReleaseLine((0, 10, 2), _KV, _ITL, _ITL, _REASONS),
+    _ReleaseLine((0, 12, 0), _KV, _ITL, _REQUEST_TPOT, (*_REASONS, "error")),
+    _ReleaseLine((0, 17, 0), _KV, _ITL, _REQUEST_TPOT, (*_REASONS, "error", "repetition")),
+)
+
+
+def _release_line(version: _Version) -> _ReleaseLine:
+    return [line for line in _RELEASE_LINES if version >= line.since][-1]
 
 
 def metric_names(vllm_version: str) -> MetricNames:
@@ -197,121 +339,26 @@ def metric_names(vllm_version: str) -> MetricNames:
     engine (0.8.0), whose metrics this table does not describe.
     """
     version = parse_vllm_version(vllm_version)
-    if version < (0, 8, 0):
+    if version < _FIRST_MODELLED:
         raise ValueError(
             f"vLLM {vllm_version} predates the V1 engine (0.8.0); its metrics are not modelled"
         )
-    labels = ("model_name", "engine")
-
-    def gauge(name: str, help_text: str) -> MetricSpec:
-        return MetricSpec(name, "gauge", labels, help_text)
-
-    def counter(name: str, help_text: str, extra: tuple[str, ...] = ()) -> MetricSpec:
-        return MetricSpec(name, "counter", labels + extra, help_text)
-
-    def histogram(name: str, help_text: str, buckets: tuple[float, ...]) -> MetricSpec:
-        return MetricSpec(name, "histogram", labels, help_text, buckets)
-
-    has_new_kv = version >= (0, 9, 2)
-    shows_old_kv = version < (0, 11, 0)
-    has_itl = version >= (0, 10, 2)
-    shows_old_tpot = version < (0, 12, 0)
-    has_request_tpot = version >= (0, 12, 0)
-
-    kv_name = "vllm:kv_cache_usage_perc" if has_new_kv else "vllm:gpu_cache_usage_perc"
-    itl_name = (
-        "vllm:inter_token_latency_seconds" if has_itl else "vllm:time_per_output_token_seconds"
-    )
-    tpot_name = "vllm:request_time_per_output_token_seconds" if has_request_tpot else itl_name
-
-    exposed: list[MetricSpec] = [
-        gauge("vllm:num_requests_running", "Number of requests in model execution batches."),
-        gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed."),
-    ]
-    if shows_old_kv:
-        deprecated = " DEPRECATED: Use vllm:kv_cache_usage_perc instead." if has_new_kv else ""
-        exposed.append(
-            gauge(
-                "vllm:gpu_cache_usage_perc",
-                "GPU KV-cache usage. 1 means 100 percent usage." + deprecated,
-            )
-        )
-    if has_new_kv:
-        exposed.append(
-            gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.")
-        )
-    exposed += [
-        counter("vllm:prompt_tokens_total", "Number of prefill tokens processed."),
-        counter("vllm:generation_tokens_total", "Number of generation tokens processed."),
-        counter(
-            "vllm:request_success_total",
-            "Count of successfully processed requests.",
-            ("finished_reason",),
-        ),
-        histogram(
-            "vllm:time_to_first_token_seconds",
-            "Histogram of time to first token in seconds.",
-            TIME_TO_FIRST_TOKEN_BUCKETS,
-        ),
-    ]
-    if shows_old_tpot:
-        deprecated = " DEPRECATED: Use vllm:inter_token_latency_seconds instead." if has_itl else ""
-        exposed.append(
-            histogram(
-                "vllm:time_per_output_token_seconds",
-                "Histogram of time per output token in seconds." + deprecated,
-                INTER_TOKEN_LATENCY_BUCKETS,
-            )
-        )
-    if has_itl:
-        exposed.append(
-            histogram(
-                "vllm:inter_token_latency_seconds",
-                "Histogram of inter-token latency in seconds.",
-                INTER_TOKEN_LATENCY_BUCKETS,
-            )
-        )
-    if has_request_tpot:
-        exposed.append(
-            histogram(
-                "vllm:request_time_per_output_token_seconds",
-                "Histogram of time_per_output_token_seconds per request.",
-                INTER_TOKEN_LATENCY_BUCKETS,
-            )
-        )
-    exposed += [
-        histogram(
-            "vllm:e2e_request_latency_seconds",
-            "Histogram of e2e request latency in seconds.",
-            REQUEST_LATENCY_BUCKETS,
-        ),
-        histogram(
-            "vllm:request_queue_time_seconds",
-            "Histogram of time spent in WAITING phase for request.",
-            REQUEST_LATENCY_BUCKETS,
-        ),
-        MetricSpec(
-            "http_requests_total",
-            "counter",
-            ("handler", "method", "status"),
-            "Total number of requests by method, status and handler.",
-        ),
-    ]
+    line = _release_line(version)
     return MetricNames(
         vllm_version=vllm_version,
-        labels=labels,
+        labels=_VLLM_LABELS,
         num_requests_running="vllm:num_requests_running",
         num_requests_waiting="vllm:num_requests_waiting",
-        kv_cache_usage=kv_name,
+        kv_cache_usage=line.kv_cache_usage,
         ttft="vllm:time_to_first_token_seconds",
-        itl=itl_name,
-        tpot=tpot_name,
+        itl=line.itl,
+        tpot=line.tpot,
         e2e_latency="vllm:e2e_request_latency_seconds",
         queue_time="vllm:request_queue_time_seconds",
         prompt_tokens="vllm:prompt_tokens_total",
         generation_tokens="vllm:generation_tokens_total",
         request_success="vllm:request_success_total",
         http_requests="http_requests_total",
-        finished_reasons=_finished_reasons(version),
-        exposed=tuple(exposed),
+        finished_reasons=line.finished_reasons,
+        exposed=tuple(row.spec(version) for row in _METRICS if row.exposed_in(version)),
     )

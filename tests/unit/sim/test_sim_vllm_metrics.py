@@ -119,3 +119,95 @@ def test_histogram_quantile_promql() -> None:
         names.histogram_quantile(0.5, names.num_requests_waiting)
     with pytest.raises(KeyError):
         names.histogram_quantile(0.5, "vllm:gpu_cache_usage_perc")
+
+
+_REQUEST = "prompt_tokens_total generation_tokens_total request_success_total"
+_TAIL = "e2e_request_latency_seconds request_queue_time_seconds http_requests_total"
+
+
+def _families(variable_kv: str, variable_latency: str) -> str:
+    return (
+        f"num_requests_running num_requests_waiting {variable_kv} {_REQUEST} "
+        f"time_to_first_token_seconds {variable_latency} {_TAIL}"
+    )
+
+
+# Each release line's exposed families in order ("!": the help carries vLLM's DEPRECATED note),
+# then the kv / itl / tpot roles and the finished reasons. Written from the table as it was
+# before it became data rows (one function of version checks); each boundary and the release
+# just before it.
+_OLD_TPOT = "time_per_output_token_seconds"
+_ITL = "inter_token_latency_seconds"
+_REQ_TPOT = "request_time_per_output_token_seconds"
+_RELEASE_LINES = [
+    ("0.8.0", _families("gpu_cache_usage_perc", _OLD_TPOT), "gpu", _OLD_TPOT, _OLD_TPOT, 3),
+    ("0.9.1", _families("gpu_cache_usage_perc", _OLD_TPOT), "gpu", _OLD_TPOT, _OLD_TPOT, 3),
+    ("0.9.2", _families("gpu_cache_usage_perc! kv_cache_usage_perc", _OLD_TPOT), "kv", _OLD_TPOT,
+     _OLD_TPOT, 3),
+    ("0.10.1", _families("gpu_cache_usage_perc! kv_cache_usage_perc", _OLD_TPOT), "kv",
+     _OLD_TPOT, _OLD_TPOT, 3),
+    ("0.10.2", _families("gpu_cache_usage_perc! kv_cache_usage_perc", f"{_OLD_TPOT}! {_ITL}"),
+     "kv", _ITL, _ITL, 3),
+    ("0.11.0", _families("kv_cache_usage_perc", f"{_OLD_TPOT}! {_ITL}"), "kv", _ITL, _ITL, 3),
+    ("0.11.2", _families("kv_cache_usage_perc", f"{_OLD_TPOT}! {_ITL}"), "kv", _ITL, _ITL, 3),
+    ("0.12.0", _families("kv_cache_usage_perc", f"{_ITL} {_REQ_TPOT}"), "kv", _ITL, _REQ_TPOT, 4),
+    ("0.16.1", _families("kv_cache_usage_perc", f"{_ITL} {_REQ_TPOT}"), "kv", _ITL, _REQ_TPOT, 4),
+    ("0.17.0", _families("kv_cache_usage_perc", f"{_ITL} {_REQ_TPOT}"), "kv", _ITL, _REQ_TPOT, 5),
+    ("0.33.0", _families("kv_cache_usage_perc", f"{_ITL} {_REQ_TPOT}"), "kv", _ITL, _REQ_TPOT, 5),
+]  # fmt: skip
+
+# What a family is does not depend on the release: kind, labels, buckets.
+_VLLM = ("model_name", "engine")
+_FAMILY_SHAPES = {
+    "num_requests_running": ("gauge", _VLLM, ()),
+    "num_requests_waiting": ("gauge", _VLLM, ()),
+    "gpu_cache_usage_perc": ("gauge", _VLLM, ()),
+    "kv_cache_usage_perc": ("gauge", _VLLM, ()),
+    "prompt_tokens_total": ("counter", _VLLM, ()),
+    "generation_tokens_total": ("counter", _VLLM, ()),
+    "request_success_total": ("counter", (*_VLLM, "finished_reason"), ()),
+    "time_to_first_token_seconds": ("histogram", _VLLM, TIME_TO_FIRST_TOKEN_BUCKETS),
+    _OLD_TPOT: ("histogram", _VLLM, INTER_TOKEN_LATENCY_BUCKETS),
+    _ITL: ("histogram", _VLLM, INTER_TOKEN_LATENCY_BUCKETS),
+    _REQ_TPOT: ("histogram", _VLLM, INTER_TOKEN_LATENCY_BUCKETS),
+    "e2e_request_latency_seconds": ("histogram", _VLLM, REQUEST_LATENCY_BUCKETS),
+    "request_queue_time_seconds": ("histogram", _VLLM, REQUEST_LATENCY_BUCKETS),
+    "http_requests_total": ("counter", ("handler", "method", "status"), ()),
+}
+_DEPRECATION = {
+    "gpu_cache_usage_perc": " DEPRECATED: Use vllm:kv_cache_usage_perc instead.",
+    _OLD_TPOT: " DEPRECATED: Use vllm:inter_token_latency_seconds instead.",
+}
+
+
+@pytest.mark.parametrize(
+    ("version", "families", "kv", "itl", "tpot", "reasons"),
+    _RELEASE_LINES,
+    ids=[row[0] for row in _RELEASE_LINES],
+)
+def test_each_release_line_exposes_its_families(
+    version: str, families: str, kv: str, itl: str, tpot: str, reasons: int
+) -> None:
+    names = metric_names(version)
+
+    def short(name: str) -> str:
+        return name.removeprefix("vllm:")
+
+    shown = [
+        short(s.name) + ("!" if s.help.endswith(_DEPRECATION.get(short(s.name), "\0")) else "")
+        for s in names.exposed
+    ]
+    assert shown == families.split()
+    assert short(names.kv_cache_usage) == f"{kv}_cache_usage_perc"
+    assert (short(names.itl), short(names.tpot)) == (itl, tpot)
+    all_reasons = ("stop", "length", "abort", "error", "repetition")
+    assert names.finished_reasons == all_reasons[:reasons]
+    for spec in names.exposed:
+        assert (spec.kind, spec.labels, spec.buckets) == _FAMILY_SHAPES[short(spec.name)]
+        assert "DEPRECATED" not in spec.help.removesuffix(_DEPRECATION.get(short(spec.name), ""))
+    assert names.labels == _VLLM
+    assert (names.num_requests_running, names.num_requests_waiting, names.ttft) == (
+        "vllm:num_requests_running",
+        "vllm:num_requests_waiting",
+        "vllm:time_to_first_token_seconds",
+    )
