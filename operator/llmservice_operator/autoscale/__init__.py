@@ -2,7 +2,8 @@
 
 ``decide_replicas(PolicyConfig, ScalingInputs) -> ScaleDecision``; the decision carries the
 history to persist in ``status.autoscaling`` so a restarted operator resumes its windows. During
-a canary or blue-green rollout, :func:`split_replicas` shares one total between the two revisions.
+a canary or blue-green rollout the rollout shares one total between the two revisions
+(``rollout.canary_replicas`` / ``stable_replicas``).
 docs/autoscaling.md explains the rules and the benchmark against HPA and KEDA.
 """
 
@@ -28,7 +29,6 @@ from .policy import (
     planned_replicas,
     resolve_target_queue_depth,
 )
-from .split import split_replicas
 
 __all__ = [
     "Direction",
@@ -51,5 +51,4 @@ __all__ = [
     "history_to_status",
     "history_to_strings",
     "resolve_target_queue_depth",
-    "split_replicas",
 ]
