@@ -20,8 +20,9 @@ $(BIN)/llmservice: pyproject.toml dev/pyproject.toml
 	touch $@
 
 # Prometheus (scrapes the simulator pods), openssl (cluster PKI), docker.io (builds the images;
-# brings containerd and runc, the real node's runtime), mmdebstrap (the images' Debian base).
-SYSTEM_PACKAGES := prometheus openssl docker.io mmdebstrap
+# brings containerd and runc, the real node's runtime), mmdebstrap (the images' Debian base),
+# lua5.4 (runs the Argo CD health check of docs/gitops.md).
+SYSTEM_PACKAGES := prometheus openssl docker.io mmdebstrap lua5.4
 install-system: ## Debian packages the tests use
 	@if ! dpkg-query -W $(SYSTEM_PACKAGES) >/dev/null 2>&1; then \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(SYSTEM_PACKAGES) >/dev/null; \

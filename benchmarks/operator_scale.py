@@ -1,186 +1,318 @@
-"""Apply 50 LLMServices at once; report apply->Deployment and apply->Available latencies
-(p50/p99) and the operator's peak RSS. Printed, not asserted.
+"""The controller at N services: apply N LLMServices at once to the local cluster and measure
+the chart-installed operator. Printed figures, never asserted.
 
-    python -m benchmarks.operator_scale [--count 50]
+    python -m benchmarks.operator_scale --count 1000 [--json]
 
-Uses the local control plane (started if needed) and a fresh namespace.
+- apply -> Deployment and apply -> Available (p50/p99, from watch events);
+- the operator's peak RSS, and at rest (2 minutes after every service is Available) its CPU
+  (cores) and its API requests per second per service (from the API server's audit log; its
+  leader-election Lease renewals, one per process, are left out);
+- 20 single applies while the N services are at rest (apply -> Deployment p99);
+- the baseline: the same Deployments, Services, PodDisruptionBudgets and NetworkPolicies the
+  operator made, applied by one `kubectl apply` in a new namespace (Deployments at 0
+  replicas: their pods are not the API server's work), until the last Deployment exists.
+
+Pods are Ready without simulator processes (the runner's LLMSERVICE_SIM_NO_PROCESS), so the
+control plane and the operator are what is measured. It runs in its own local cluster
+(``<cache>/bench-cluster``, with as many kwok H100 nodes as N needs), left up with --keep.
+With ``--json`` the last line of stdout is one JSON object with exactly the keys below.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
-import statistics
-import subprocess
+import math
 import sys
-import tempfile
 import threading
 import time
 import uuid
 from collections.abc import Callable
-from pathlib import Path
+from datetime import datetime
 from typing import Any
 
 import psutil
 from kubernetes import client, config, watch
 
-from llmservice_dev.localcluster import LocalCluster
+from llmservice_dev.localcluster import ClusterInfo, LocalCluster
+from llmservice_dev.localcluster.binaries import cache_dir
+from llmservice_dev.localcluster.cluster import OPERATOR_NAMESPACE
+from llmservice_dev.localcluster.nodes import DEFAULT_NODES, H100, FakeNodeSpec, node_manifest
+from llmservice_dev.operator_chart import (
+    chart_values,
+    helm_install,
+    load_operator_image,
+    release_pods,
+)
 from llmservice_operator.api import GROUP, PLURAL, VERSION
 from llmservice_operator.render.labels import SERVICE
 
-ROOT = Path(__file__).resolve().parents[1]
-#: GPU type per service, within the local cluster's fake capacity (32 H100, 16 L40S, 8 L4).
-CAPACITY = [("H100-80GB", 26), ("L40S", 16), ("L4", 8)]
+RELEASE = "bench"
+SINGLE_APPLIES = 20
+IDLE_S = 120.0
+JSON_KEYS = (
+    "applyToDeploymentP50S",
+    "applyToDeploymentP99S",
+    "applyToAvailableP99S",
+    "operatorPeakRssMiB",
+    "idleOperatorCores",
+    "idleApiRequestsPerSecondPerService",
+    "singleApplyToDeploymentP99S",
+    "kubectlBaselineSeconds",
+)
 
 
-def _service(namespace: str, index: int, gpu: str) -> dict[str, Any]:
+def llmservice(namespace: str, name: str) -> dict[str, Any]:
     return {
         "apiVersion": "serving.llmservice.dev/v1alpha1",
         "kind": "LLMService",
-        "metadata": {"name": f"bench-{index:03d}", "namespace": namespace},
+        "metadata": {"name": name, "namespace": namespace},
         "spec": {
             "model": {"id": "meta-llama/Llama-3.1-8B-Instruct"},
-            # The control plane and the operator are measured, not 50 simulator processes on
-            # this machine's cores: the local cluster's runner marks these pods Ready at once.
             "engine": {
                 "maxModelLen": 4096,
                 "env": [{"name": "LLMSERVICE_SIM_NO_PROCESS", "value": "1"}],
             },
-            "resources": {"gpu": gpu},
+            "resources": {"gpu": "H100-80GB"},
         },
     }
 
 
-def _percentile(values: list[float], q: float) -> float:
+def percentile(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
     ordered = sorted(values)
-    index = min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))
-    return ordered[index]
+    return ordered[min(len(ordered) - 1, max(0, math.ceil(q / 100 * len(ordered)) - 1))]
 
 
-def first_seen(
-    list_call: Callable[..., Any],
-    args: tuple[Any, ...],
-    name_of: Callable[[Any], str | None],
-    seen: dict[str, float],
-    stop: threading.Event,
-) -> None:
-    """Watch ``list_call(*args)`` until ``stop``; record (monotonic clock) the first event in
-    which ``name_of`` names each object."""
-    while not stop.is_set():
-        for event in watch.Watch().stream(list_call, *args, timeout_seconds=30):  # type: ignore[no-untyped-call]
-            name = name_of(event["object"])
-            if name:
-                seen.setdefault(name, time.monotonic())
-            if stop.is_set():
-                return
+class FirstSeen:
+    """Watches a list call; the monotonic time each name was first seen meeting ``name_of``."""
+
+    def __init__(self, call: Callable[..., Any], args: tuple[Any, ...],
+                 name_of: Callable[[Any], str | None]) -> None:  # fmt: skip
+        self.seen: dict[str, float] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(
+            target=self._run, args=(call, args, name_of), daemon=True, name="bench watch"
+        )
+        self._thread.start()
+
+    def _run(self, call: Callable[..., Any], args: tuple[Any, ...],
+             name_of: Callable[[Any], str | None]) -> None:  # fmt: skip
+        while not self._stop.is_set():
+            try:
+                for event in watch.Watch().stream(call, *args, timeout_seconds=30):  # type: ignore[no-untyped-call]
+                    name = name_of(event["object"])
+                    if name:
+                        self.seen.setdefault(name, time.monotonic())
+                    if self._stop.is_set():
+                        return
+            except Exception:  # noqa: BLE001 - a broken watch is watched again
+                time.sleep(0.5)
+
+    def stop(self) -> None:
+        self._stop.set()
 
 
-def owning_service(deployment: Any) -> str | None:
-    labels: dict[str, str] = deployment.metadata.labels or {}
-    return labels.get(SERVICE)
+def _service_of(deployment: Any) -> str | None:
+    return (deployment.metadata.labels or {}).get(SERVICE)
 
 
-def available_service(body: dict[str, Any]) -> str | None:
-    available = (body.get("status") or {}).get("phase") == "Available"
-    return str(body["metadata"]["name"]) if available else None
+def _available(body: dict[str, Any]) -> str | None:
+    ok = (body.get("status") or {}).get("phase") == "Available"
+    return str(body["metadata"]["name"]) if ok else None
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--count", type=int, default=50)
-    parser.add_argument("--timeout", type=float, default=300)
-    parser.add_argument("--workers", type=int, default=4, help="the operator's LLMSERVICE_WORKERS")
-    args = parser.parse_args()
-    gpus = [g for g, n in CAPACITY for _ in range(n)][: args.count]
-    info = LocalCluster().up()
-    env = {**os.environ, "KUBECONFIG": str(info.kubeconfig)}
+def _deployment_name(deployment: Any) -> str:
+    return str(deployment.metadata.name)
 
-    kubectl = info.run_kubectl
+
+def bench_cluster(count: int) -> ClusterInfo:
+    """The benchmark's own cluster, with H100 nodes for ``count`` services (one GPU each)."""
+    needed = math.ceil(count / 8) + 1
+    extra = [
+        FakeNodeSpec(f"bench-h100-{i}", H100, 8, 81559, "192", "2048Gi", 110, "p5.48xlarge")
+        for i in range(max(0, needed - 4))
+    ]
+    local = LocalCluster(cache_dir() / "bench-cluster", nodes=(*DEFAULT_NODES, *extra),
+                         startup_timeout=300)  # fmt: skip
+    info = local.up()
+    existing = {n["metadata"]["name"] for n in json.loads(info.run_kubectl("get", "nodes", "-o",
+                                                                           "json"))["items"]}  # fmt: skip
+    nodes = [
+        node_manifest(spec, len(DEFAULT_NODES) + i)
+        for i, spec in enumerate(extra)
+        if spec.name not in existing
+    ]
+    if nodes:
+        info.run_kubectl("apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1",
+                         "kind": "List", "items": nodes}))  # fmt: skip
+    return info
+
+
+def operator_process(info: ClusterInfo) -> psutil.Process:
+    [pod] = release_pods(info, RELEASE)
+    container_id = pod["status"]["containerStatuses"][0]["containerID"].split("://", 1)[1]
+    for line in info.real_node.ctr("tasks", "ls").splitlines()[1:]:
+        parts = line.split()
+        if parts and parts[0] == container_id:
+            return psutil.Process(int(parts[1]))
+    raise RuntimeError("the operator's container is not running")
+
+
+def audit_requests(info: ClusterInfo, since: datetime, until: datetime) -> int:
+    """Requests of the release's ServiceAccount in [since, until], its Lease renewals aside."""
+    user = f"system:serviceaccount:{OPERATOR_NAMESPACE}:{RELEASE}"
+    count = 0
+    with info.audit_log.open() as handle:
+        for line in handle:
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                continue
+            if entry.get("stage") != "ResponseComplete" or entry["user"]["username"] != user:
+                continue
+            if (entry.get("objectRef") or {}).get("resource") == "leases":
+                continue
+            at = datetime.fromisoformat(entry["requestReceivedTimestamp"].replace("Z", "+00:00"))
+            if since <= at <= until:
+                count += 1
+    return count
+
+
+def run(count: int, workers: int, timeout: float) -> dict[str, float]:
+    info = bench_cluster(count + SINGLE_APPLIES)
     api = config.new_client_from_config(config_file=str(info.kubeconfig))  # type: ignore[no-untyped-call]
-
+    kubectl = info.run_kubectl
     namespace = f"bench-{uuid.uuid4().hex[:6]}"
-    kubectl("apply", "--server-side", "-f", str(ROOT / "crds" / "llmservice.yaml"))
-    kubectl("wait", "--for=condition=Established", "crd/llmservices.serving.llmservice.dev")
+    kubectl("apply", "--server-side", "-f", "crds/llmservice.yaml")
+    info.wait_crd_established("llmservices.serving.llmservice.dev")
     kubectl("create", "namespace", namespace)
-    log = Path(tempfile.mkstemp(prefix="bench-operator-", suffix=".log")[1])
-    operator = subprocess.Popen(
-        [sys.executable, "-m", "llmservice_operator", "run", "--no-leader-election"],
-        env={
-            **env,
-            "LLMSERVICE_NAMESPACES": namespace,
-            "LLMSERVICE_PROMETHEUS_URL": info.prometheus_url,
-            "LLMSERVICE_HEALTH_PORT": "0",
-            "LLMSERVICE_METRICS_PORT": "0",
-            "LLMSERVICE_RECONCILE_INTERVAL_SECONDS": "5",
-            "LLMSERVICE_WORKERS": str(args.workers),
-        },
-        stdout=log.open("wb"),
-        stderr=subprocess.STDOUT,
-    )
-    peak_rss = 0
-    stop = threading.Event()
+    image = load_operator_image(info)
+    values = chart_values(info, image, namespaces=[namespace], replicas=1,
+                          extra_env={"LLMSERVICE_WORKERS": str(workers)})  # fmt: skip
+    values["resources"] = {"requests": {"cpu": "100m", "memory": "256Mi"},
+                           "limits": {"memory": "2Gi"}}  # fmt: skip
+    helm_install(info, RELEASE, values, wait=True)
+    process = operator_process(info)
+    peak_rss = [process.memory_info().rss]
+    sampling = threading.Event()
 
     def sample_rss() -> None:
-        nonlocal peak_rss
-        proc = psutil.Process(operator.pid)
-        while not stop.is_set():
+        while not sampling.is_set():
             try:
-                peak_rss = max(peak_rss, proc.memory_info().rss)
+                peak_rss.append(process.memory_info().rss)
             except psutil.Error:
                 return
             time.sleep(0.2)
 
     threading.Thread(target=sample_rss, daemon=True).start()
+    apps, custom = client.AppsV1Api(api), client.CustomObjectsApi(api)
+    created = FirstSeen(apps.list_namespaced_deployment, (namespace,), _service_of)
+    available = FirstSeen(custom.list_namespaced_custom_object,
+                          (GROUP, VERSION, namespace, PLURAL), _available)  # fmt: skip
+    time.sleep(2)
+    names = [f"svc-{i:04d}" for i in range(count)]
+    docs = {"apiVersion": "v1", "kind": "List",
+            "items": [llmservice(namespace, n) for n in names]}  # fmt: skip
+    applied_at = time.monotonic()
+    kubectl("apply", "-f", "-", stdin=json.dumps(docs))
+    deadline = applied_at + timeout
+    while len(available.seen) < count and time.monotonic() < deadline:
+        time.sleep(0.2)
+    to_deployment = [created.seen[n] - applied_at for n in names if n in created.seen]
+    to_available = [available.seen[n] - applied_at for n in names if n in available.seen]
+    print(f"{len(to_available)} of {count} Available in {max(to_available, default=0):.1f}s",
+          file=sys.stderr)  # fmt: skip
+
+    time.sleep(20)  # the last writes settle
+    since, cpu0 = datetime.now().astimezone(), sum(process.cpu_times()[:2])
+    time.sleep(IDLE_S)
+    until, cpu1 = datetime.now().astimezone(), sum(process.cpu_times()[:2])
+    idle_cores = (cpu1 - cpu0) / IDLE_S
+    idle_rate = audit_requests(info, since, until) / count / IDLE_S
+
+    singles: list[float] = []
+    for i in range(SINGLE_APPLIES):
+        name = f"single-{i:02d}"
+        started = time.monotonic()
+        kubectl("apply", "-f", "-", stdin=json.dumps(llmservice(namespace, name)))
+        while name not in created.seen and time.monotonic() < started + 60:
+            time.sleep(0.02)
+        singles.append(created.seen.get(name, float("inf")) - started)
+        time.sleep(1)
+    sampling.set()
+    created.stop()
+    available.stop()
+    baseline = kubectl_baseline(info, apps, namespace)
+    kubectl("delete", "namespace", namespace, "--wait=false")
+    return {
+        "applyToDeploymentP50S": round(percentile(to_deployment, 50), 3),
+        "applyToDeploymentP99S": round(percentile(to_deployment, 99), 3),
+        "applyToAvailableP99S": round(percentile(to_available, 99), 3),
+        "operatorPeakRssMiB": round(max(peak_rss) / 2**20, 1),
+        "idleOperatorCores": round(idle_cores, 4),
+        "idleApiRequestsPerSecondPerService": round(idle_rate, 5),
+        "singleApplyToDeploymentP99S": round(percentile(singles, 99), 3),
+        "kubectlBaselineSeconds": round(baseline, 3),
+        "_allDeploymentsS": round(max(to_deployment, default=float("nan")), 3),
+    }
+
+
+def kubectl_baseline(info: ClusterInfo, apps: client.AppsV1Api, namespace: str) -> float:
+    """The operator's objects, re-applied by one kubectl apply in a fresh namespace."""
+    target = f"{namespace}-kubectl"
+    info.run_kubectl("create", "namespace", target)
+    items = []
+    for kind in ("deployments", "services", "poddisruptionbudgets", "networkpolicies"):
+        listed = json.loads(info.run_kubectl("-n", namespace, "get", kind, "-l", SERVICE, "-o",
+                                             "json"))["items"]  # fmt: skip
+        for obj in listed:
+            meta = obj["metadata"]
+            obj["metadata"] = {"name": meta["name"], "namespace": target,
+                               "labels": meta.get("labels", {})}  # fmt: skip
+            obj.pop("status", None)
+            if kind == "deployments":
+                obj["spec"]["replicas"] = 0
+            if kind == "services":
+                obj["spec"].pop("clusterIP", None)
+                obj["spec"].pop("clusterIPs", None)
+            items.append(obj)
+    deployments = sum(1 for o in items if o["kind"] == "Deployment")
+    seen = FirstSeen(apps.list_namespaced_deployment, (target,), _deployment_name)
+    time.sleep(2)
+    started = time.monotonic()
+    info.run_kubectl("apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List",
+                                                           "items": items}))  # fmt: skip
+    while len(seen.seen) < deployments and time.monotonic() < started + 600:
+        time.sleep(0.1)
+    seen.stop()
+    info.run_kubectl("delete", "namespace", target, "--wait=false")
+    return max(seen.seen.values(), default=started) - started
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.operator_scale")
+    parser.add_argument("--count", type=int, default=50, help="LLMServices applied at once")
+    parser.add_argument("--workers", type=int, default=4, help="the operator's workers")
+    parser.add_argument("--timeout", type=float, default=1800, help="seconds to convergence")
+    parser.add_argument("--json", action="store_true", help="end with one JSON object")
+    parser.add_argument("--keep", action="store_true", help="leave the bench cluster up")
+    args = parser.parse_args()
     try:
-        time.sleep(3)  # the operator's watches are up
-        docs = "\n---\n".join(json.dumps(_service(namespace, i, gpu)) for i, gpu in enumerate(gpus))
-        created: dict[str, float] = {}
-        available: dict[str, float] = {}
-        deployments = client.AppsV1Api(api).list_namespaced_deployment
-        services = client.CustomObjectsApi(api).list_namespaced_custom_object
-        for call, call_args, name_of, seen in (
-            (deployments, (namespace,), owning_service, created),
-            (services, (GROUP, VERSION, namespace, PLURAL), available_service, available),
-        ):
-            threading.Thread(
-                target=first_seen, args=(call, call_args, name_of, seen, stop), daemon=True
-            ).start()
-        time.sleep(1)  # the benchmark's own watches are up
-        applied_at = time.monotonic()
-        kubectl("apply", "-f", "-", stdin=docs)
-        deadline = applied_at + args.timeout
-        while len(available) < len(gpus) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        created = {k: v - applied_at for k, v in created.items()}
-        available = {k: v - applied_at for k, v in available.items()}
+        figures = run(args.count, args.workers, args.timeout)
     finally:
-        stop.set()
-        operator.terminate()
-        operator.wait(timeout=30)
-        kubectl("delete", "namespace", namespace, "--wait=false")
-    print(
-        f"LLMServices applied at once: {len(gpus)}, operator workers: {args.workers} "
-        "(times from watch events)"
-    )
-    print(f"{'measure':<34}{'n':>4}{'p50 s':>9}{'p99 s':>9}{'max s':>9}")
-    for label, values in (
-        ("apply -> Deployment created", created),
-        ("apply -> status Available", available),
-    ):
-        xs = list(values.values())
-        if xs:
-            print(
-                f"{label:<34}{len(xs):>4}{_percentile(xs, 50):>9.2f}"
-                f"{_percentile(xs, 99):>9.2f}{max(xs):>9.2f}"
-            )
-        else:
-            print(f"{label:<34}{0:>4}{'-':>9}{'-':>9}{'-':>9}")
-    print(
-        f"operator peak RSS: {peak_rss / 2**20:.0f} MiB  (median of created: "
-        f"{statistics.median(created.values()) if created else float('nan'):.2f} s)"
-    )
-    return 0 if len(available) == len(gpus) else 1
+        if not args.keep:
+            LocalCluster(cache_dir() / "bench-cluster").down()
+    all_deployments = figures.pop("_allDeploymentsS")
+    for key in JSON_KEYS:
+        print(f"{key:<40} {figures[key]}", file=sys.stderr if args.json else sys.stdout)
+    ratio = all_deployments / figures["kubectlBaselineSeconds"]
+    print(f"all {args.count} Deployments in {all_deployments:.1f}s: {ratio:.2f}x the kubectl "
+          "baseline", file=sys.stderr if args.json else sys.stdout)  # fmt: skip
+    if args.json:
+        print(json.dumps({k: figures[k] for k in JSON_KEYS}))
+    return 0
 
 
 if __name__ == "__main__":

@@ -31,8 +31,6 @@ from .render.objects import (
     http_route,
     network_policy,
     pod_disruption_budget,
-    pod_template,
-    revision_hash,
     scaler,
 )
 from .render.objects import service as render_service
@@ -242,8 +240,8 @@ def decide(
         return _invalid(body, err, now, generation)
 
     current = _current_status(body)
-    template = pod_template(plan.render_input)
-    revision = revision_hash(template)
+    template = plan.pod_template
+    revision = plan.revision
     deployments = observed.deployments()
     rescaled: Event | None = None
     if scaling is not None:
@@ -477,7 +475,18 @@ def _put_degraded(
             "True",
             "ScalerAPIMissing",
             f"scaling.mode {mode} needs the {scaler_kind} API, which this "
-            "cluster does not serve; install it or use scaling.mode operator",
+            "cluster does not serve; install it (it is noticed within 30 s) or use "
+            "scaling.mode operator",
+        )
+    elif service.spec.rollout.gateway_parent_ref is not None and "HTTPRoute" in (
+        serving.missing_apis
+    ):
+        writer.put(
+            "Degraded",
+            "True",
+            "GatewayAPIMissing",
+            "rollout.gatewayParentRef needs the Gateway API's HTTPRoute, which this cluster "
+            "does not serve: no route is made; install it (it is noticed within 30 s)",
         )
     elif machine_degraded is not None:
         change = machine_degraded

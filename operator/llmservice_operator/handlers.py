@@ -3,7 +3,17 @@
 Why not `@kopf.daemon`/`@kopf.timer`: they put finalizers on every object, so deleting an
 LLMService hangs while the operator is down. A work queue keyed by namespace/name (the
 controller-runtime model) needs no finalizers: owner references and the garbage collector
-clean up, and a periodic resync makes the loop level-based.
+clean up.
+
+What wakes a service:
+- its LLMService changed (kopf's watch), unless the change is our own status write;
+- one of its objects or pods changed (the adapter's watch caches, adapters/informer.py);
+- its next due time: an autoscaling evaluation, an analysis measurement, a pause's end, a
+  deadline (each reconcile says when; one timer per service, the earliest wins);
+- a background job it waits for finished (adapters/background.py);
+- an error: retried with per-service exponential backoff, 5 ms doubling to about 1,000 s
+  (controller-runtime's default), reset by the next success;
+- the resync (`reconcileIntervalSeconds`, minutes): a safety net only.
 """
 
 from __future__ import annotations
@@ -17,19 +27,30 @@ from typing import Any
 
 import kopf
 
-from .adapters.kube import KubeAdapter
+from .adapters.background import BackgroundIO
+from .adapters.kube import CacheNotSynced, KubeAdapter
 from .adapters.metrics import OperatorMetrics
 from .api import GROUP, PLURAL, VERSION
 from .events import Event
 from .reconcile import Reconciler
-from .render.labels import MANAGED_BY, SERVICE
+from .render.labels import SERVICE
 from .settings import OperatorSettings
 
-__all__ = ["OperatorState", "register"]
+__all__ = ["OperatorState", "backoff_seconds", "register"]
 
 log = logging.getLogger(__name__)
 
 Key = tuple[str, str]
+BACKOFF_BASE_S = 0.005
+BACKOFF_MAX_S = 1000.0
+#: How long start-up waits for the watch caches' first lists before reconciling anyway
+#: (a reconcile then fails with CacheNotSynced and is retried with backoff).
+SYNC_TIMEOUT_S = 60.0
+
+
+def backoff_seconds(failures: int) -> float:
+    """The delay before retry number ``failures`` (1-based)."""
+    return float(min(BACKOFF_MAX_S, BACKOFF_BASE_S * 2 ** max(0, failures - 1)))
 
 
 @dataclass
@@ -48,9 +69,14 @@ class OperatorState:
     dirty: set[Key] = field(default_factory=set)
     reconciler: Reconciler | None = None
     kube: KubeAdapter | None = None
+    background: BackgroundIO | None = None
     #: Called every few seconds from the event loop: the leader's liveness (adapters/health.py).
     heartbeat: Callable[[], None] | None = None
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
+    failures: dict[Key, int] = field(default_factory=dict)
+    #: One timer per key: (when, handle); a later due time never replaces an earlier one.
+    timers: dict[Key, tuple[float, asyncio.TimerHandle]] = field(default_factory=dict)
+    loop: asyncio.AbstractEventLoop | None = None
 
     def enqueue(self, key: Key) -> None:
         if self.queue is None or key in self.queued:
@@ -60,6 +86,35 @@ class OperatorState:
             return
         self.queued.add(key)
         self.queue.put_nowait(key)
+
+    def enqueue_threadsafe(self, key: Key) -> None:
+        """From a watch or job thread."""
+        if self.loop is not None:
+            self.loop.call_soon_threadsafe(self.enqueue, key)
+
+    def schedule(self, key: Key, delay_s: float) -> None:
+        """Reconcile ``key`` in ``delay_s`` (or earlier, if it is already due earlier)."""
+        loop = asyncio.get_running_loop()
+        when = loop.time() + max(0.0, delay_s)
+        existing = self.timers.get(key)
+        if existing is not None:
+            if existing[0] <= when:
+                return
+            existing[1].cancel()
+        self.timers[key] = (when, loop.call_at(when, self._fire, key))
+
+    def _fire(self, key: Key) -> None:
+        self.timers.pop(key, None)
+        self.enqueue(key)
+
+    def forget(self, key: Key) -> None:
+        self.bodies.pop(key, None)
+        self.failures.pop(key, None)
+        timer = self.timers.pop(key, None)
+        if timer is not None:
+            timer[1].cancel()
+        if self.reconciler is not None:
+            self.reconciler.forget(key)
 
 
 def _post_events(kube: KubeAdapter, body: dict[str, Any], events: list[Event]) -> None:
@@ -92,23 +147,31 @@ async def _process(state: OperatorState, key: Key) -> None:
     try:
         result = await asyncio.to_thread(state.reconciler.reconcile, body)
         await asyncio.to_thread(_post_events, state.kube, body, result.events)
-        if result.updated_body is not None and _newer(result.updated_body, state.bodies.get(key)):
-            state.bodies[key] = result.updated_body
-        if result.requeue_at is not None:
-            delay = (result.requeue_at - datetime.now(UTC)).total_seconds()
-            asyncio.get_running_loop().call_later(max(0.0, delay), state.enqueue, key)
     except Exception as err:  # noqa: BLE001 - one bad object must not stop the worker
-        log.warning("reconcile of %s/%s failed, retrying: %s", key[0], key[1], err)
-        loop = asyncio.get_running_loop()
-        loop.call_later(min(30.0, state.settings.reconcile_interval_seconds), state.enqueue, key)
+        failures = state.failures.get(key, 0) + 1
+        state.failures[key] = failures
+        delay = backoff_seconds(failures)
+        level = logging.INFO if isinstance(err, CacheNotSynced) else logging.WARNING
+        log.log(level, "reconcile of %s/%s failed (retry %d in %.3gs): %s", *key, failures,
+                delay, err)  # fmt: skip
+        state.schedule(key, delay)
+        return
+    state.failures.pop(key, None)
+    if result.updated_body is not None and _newer(result.updated_body, state.bodies.get(key)):
+        state.bodies[key] = result.updated_body
+    if result.requeue_at is not None:
+        state.schedule(key, (result.requeue_at - datetime.now(UTC)).total_seconds())
 
 
-def remember(state: OperatorState, key: Key, body: dict[str, Any]) -> None:
+def remember(state: OperatorState, key: Key, body: dict[str, Any]) -> bool:
     """Cache a watched body, unless our own status write already gave a newer one (the watch
-    can deliver an older version after it: reconciling that stale status would redo steps)."""
+    can deliver an older version after it: reconciling that stale status would redo steps).
+    True when the body is news (not the echo of our own write)."""
     cached = state.bodies.get(key)
-    if cached is None or not _newer(cached, body):
+    if cached is None or _newer(body, cached):
         state.bodies[key] = body
+        return True
+    return False
 
 
 def _newer(candidate: dict[str, Any], cached: dict[str, Any] | None) -> bool:
@@ -122,18 +185,30 @@ def _newer(candidate: dict[str, Any], cached: dict[str, Any] | None) -> bool:
     return False
 
 
-async def _heartbeat(beat: Callable[[], None], period_s: float = 5.0) -> None:
-    while True:
-        beat()
-        await asyncio.sleep(period_s)
-
-
 async def _resync(state: OperatorState) -> None:
     while True:
         await asyncio.sleep(state.settings.reconcile_interval_seconds)
         state.metrics.managed_services.set(len(state.bodies))
         for key in list(state.bodies):
             state.enqueue(key)
+
+
+async def _heartbeat(beat: Callable[[], None], period_s: float = 5.0) -> None:
+    while True:
+        beat()
+        await asyncio.sleep(period_s)
+
+
+def _owner_changed(state: OperatorState) -> Callable[[dict[str, Any]], None]:
+    """An owned object or pod changed (on a watch thread): reconcile its service."""
+
+    def changed(obj: dict[str, Any]) -> None:
+        meta = obj.get("metadata") or {}
+        service = (meta.get("labels") or {}).get(SERVICE)
+        if service:
+            state.enqueue_threadsafe((meta.get("namespace", ""), service))
+
+    return changed
 
 
 def register(registry: kopf.OperatorRegistry, state: OperatorState) -> None:
@@ -153,8 +228,15 @@ def register(registry: kopf.OperatorRegistry, state: OperatorState) -> None:
         settings.watching.client_timeout = 330
         if state.kube is None or state.reconciler is None:  # built by `llmservice run`
             raise kopf.PermanentError("the operator state has no Kubernetes adapter")
+        state.loop = asyncio.get_running_loop()
         state.queue = asyncio.Queue()
-        loop = asyncio.get_running_loop()
+        if state.background is not None:
+            state.background.set_notify(state.enqueue_threadsafe)
+        watches = state.kube.start_watches(_owner_changed(state))
+        synced = await asyncio.to_thread(watches.wait_synced, SYNC_TIMEOUT_S)
+        if not synced:
+            log.warning("the watch caches did not list everything in %.0fs", SYNC_TIMEOUT_S)
+        loop = state.loop
         state.tasks = [
             loop.create_task(_worker(state)) for _worker_index in range(state.settings.workers)
         ]
@@ -170,24 +252,17 @@ def register(registry: kopf.OperatorRegistry, state: OperatorState) -> None:
             task.cancel()
         await asyncio.gather(*state.tasks, return_exceptions=True)
         state.tasks.clear()
+        if state.kube is not None:
+            state.kube.stop_watches()
+        if state.background is not None:
+            state.background.shutdown()
 
     @kopf.on.event(GROUP, VERSION, PLURAL, registry=registry)
     def llmservice_event(type: str, body: kopf.Body, **_: Any) -> None:
         meta = body.get("metadata", {})
         key = (meta.get("namespace", ""), meta.get("name", ""))
         if type == "DELETED":
-            state.bodies.pop(key, None)
+            state.forget(key)
             return
-        remember(state, key, dict(body))
-        state.enqueue(key)
-
-    def _owner_event(body: kopf.Body, **_: Any) -> None:
-        meta = body.get("metadata", {})
-        service = (meta.get("labels") or {}).get(SERVICE)
-        if service:
-            state.enqueue((meta.get("namespace", ""), service))
-
-    labels = {"app.kubernetes.io/managed-by": MANAGED_BY}
-    kopf.on.event("apps", "v1", "deployments", labels=labels, registry=registry)(_owner_event)
-    kopf.on.event("v1", "services", labels=labels, registry=registry)(_owner_event)
-    kopf.on.event("v1", "pods", labels={SERVICE: kopf.PRESENT}, registry=registry)(_owner_event)
+        if remember(state, key, dict(body)):
+            state.enqueue(key)

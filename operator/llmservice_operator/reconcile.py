@@ -2,43 +2,101 @@
 
 The only sequence with side effects. Order matters for capacity: new and scaled-up replicas
 first, then traffic (Services, HTTPRoute), then scale-downs and deletions.
+
+What keeps it cheap at a thousand services:
+- **Observed from caches.** `KubeAdapter.observe` reads watch-fed stores; no LIST.
+- **Planned once per generation.** Sizing and rendering the spec is most of a reconcile's CPU;
+  the plan is kept per (uid, generation).
+- **Decided only when something changed.** Nothing new (the same body, owned objects, pods,
+  replica total and no timer due): the decision would be the last one, so it is not made again.
+- **Written only when it changes.** Objects are applied when what we want differs from what
+  we last applied; the status is merge-patched with the difference. The autoscaler's history
+  (its samples) is kept in memory and written with its decisions, or once a minute.
+- **No network on the workers.** Smoke tests, analysis queries and scrapes are background
+  jobs (adapters/background.py) whose results feed the next reconcile.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
-from datetime import UTC, datetime
-from typing import Any
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any, Protocol
 
-from .adapters.kube import KubeAdapter
+from kubernetes.client.exceptions import ApiException
+
+from .adapters.background import BackgroundIO
 from .adapters.metrics import OperatorMetrics
 from .adapters.prometheus_queries import PrometheusAdapter
 from .adapters.scaling_metrics import (
     ArrivalResult,
     CompletionCounters,
+    SampleResult,
     arrival_rate_from_prometheus,
+    sample_batch,
+    samples_from_batch,
     samples_from_pods,
-    samples_from_prometheus,
 )
 from .adapters.smoke import run_smoke
-from .api import SpecError, parse_llmservice
+from .api import LLMService, SpecError, parse_llmservice
 from .api.status import AutoscalingStatus
-from .autoscale import ReplicaSample
+from .api.timestamps import from_rfc3339
+from .conditions import settle
 from .decide import Decision, decide, referenced_secrets
 from .events import Event
 from .observed import ObservedState
 from .render.labels import REVISION
-from .rollout import RESUME_ANNOTATION, SmokeResult, SmokeTarget, judge_smoke, smoke_requests
+from .rollout import (
+    RESUME_ANNOTATION,
+    QueryResult,
+    ResolvedCheck,
+    SmokeObservation,
+    SmokeRequest,
+    SmokeResult,
+    SmokeTarget,
+    judge_smoke,
+    smoke_requests,
+)
 from .scaling import ScalingOutcome, evaluate_scaling, evaluation_due, pod_counts, pod_is_ready
 from .service_plan import ServicePlan, plan_service
 from .sizing import GpuCatalog
 
-__all__ = ["ReconcileResult", "Reconciler", "merge_patch"]
+__all__ = ["KubeApi", "MetricsSource", "ReconcileResult", "Reconciler", "merge_patch"]
 
 log = logging.getLogger(__name__)
+
+Key = tuple[str, str]
+#: How long the autoscaler's sample times may live only in memory. What it decided, and the
+#: history's values, are written as soon as they change; at a steady state only the time of
+#: the newest sample moves, and a restart that loses it loses nothing a window needs.
+AUTOSCALING_PERSIST_S = 300.0
+#: The batched per-pod gauges are shared by every service while younger than this.
+SAMPLES_MAX_AGE_S = 5.0
+#: A ReconcileError Event is posted once per message in this long (it repeats with backoff).
+ERROR_EVENT_EVERY_S = 300.0
+SmokeRunner = Callable[[str, Sequence[SmokeRequest], str | None], list[SmokeObservation]]
+
+
+class KubeApi(Protocol):
+    """What the reconcile needs of the Kubernetes adapter (adapters/kube.py)."""
+
+    def observe(self, namespace: str, name: str, secret_names: list[str]) -> ObservedState: ...
+    def apply(self, obj: dict[str, Any]) -> bool: ...
+    def delete(self, api_version: str, kind: str, namespace: str, name: str) -> None: ...
+    def scale_deployment(self, namespace: str, name: str, replicas: int) -> None: ...
+    def patch_status(self, namespace: str, name: str, status: dict[str, Any]) -> dict[str, Any]: ...
+    def remove_annotation(self, namespace: str, name: str, key: str) -> None: ...
+    def read_secret_value(self, namespace: str, name: str, key: str) -> str | None: ...
+    def post_event(self, obj: dict[str, Any], type_: str, reason: str, message: str) -> None: ...
+
+
+class MetricsSource(Protocol):
+    """What the reconcile needs of Prometheus (adapters/prometheus_queries.py)."""
+
+    def query(self, promql: str) -> QueryResult: ...
+    def measure(self, checks: Sequence[ResolvedCheck]) -> dict[str, QueryResult]: ...
 
 
 @dataclass(frozen=True)
@@ -50,6 +108,20 @@ class ReconcileResult:
     requeue_at: datetime | None
     #: The object after our status write (fresher than the watch cache), if we wrote.
     updated_body: dict[str, Any] | None = None
+
+
+@dataclass
+class _Memory:
+    """What the operator remembers of one service between reconciles (never needed for
+    correctness: a restarted operator rebuilds it from the cluster)."""
+
+    plan_key: tuple[str, int] | None = None
+    plan: ServicePlan | None = None
+    autoscaling: AutoscalingStatus | None = None
+    persisted_at: datetime | None = None
+    fingerprint: tuple[Any, ...] | None = None
+    decided_requeue_at: datetime | None = None
+    error_events: dict[str, float] = field(default_factory=dict)
 
 
 def merge_patch(current: dict[str, Any], desired: dict[str, Any]) -> dict[str, Any]:
@@ -80,19 +152,32 @@ def _without_none(value: Any) -> Any:
 class Reconciler:
     def __init__(
         self,
-        kube: KubeAdapter,
+        kube: KubeApi,
         catalog: GpuCatalog,
         prometheus_url: str,
         metrics: OperatorMetrics | None = None,
+        *,
+        prometheus: MetricsSource | None = None,
+        smoke: SmokeRunner = run_smoke,
+        background: BackgroundIO | None = None,
+        operator_namespace: str | None = None,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
         self._kube = kube
         self._clock = clock
         self._catalog = catalog
         self._prometheus_url = prometheus_url
-        self._prometheus = PrometheusAdapter(prometheus_url)
+        self._operator_namespace = operator_namespace
+        self._prometheus: MetricsSource = prometheus or PrometheusAdapter(prometheus_url)
+        self._smoke_runner = smoke
+        self._io = background or BackgroundIO(inline=True)
         self._metrics = metrics
         self._completions = CompletionCounters()
+        self._memory: dict[Key, _Memory] = {}
+
+    def forget(self, key: Key) -> None:
+        """The service is gone."""
+        self._memory.pop(key, None)
 
     def reconcile(self, body: dict[str, Any], now: datetime | None = None) -> ReconcileResult:
         started = time.monotonic()
@@ -108,112 +193,293 @@ class Reconciler:
                 self._metrics.duration.observe(time.monotonic() - started)
         return result
 
+    # ------------------------------------------------------------------ the sequence
     def _reconcile(self, body: dict[str, Any], fixed_now: datetime | None) -> ReconcileResult:
         now = fixed_now or self._clock()
         meta = body["metadata"]
-        namespace, name = meta["namespace"], meta["name"]
-        observed = self._kube.observe(namespace, name, referenced_secrets(body))
-        plan = self._plan(body)
-        scaling = self._autoscale(plan, body, observed, now) if plan is not None else None
+        key: Key = (meta["namespace"], meta["name"])
+        memory = self._memory.setdefault(key, _Memory())
+        observed = self._kube.observe(key[0], key[1], referenced_secrets(body))
+        plan = self._plan(body, memory)
+        scaling = self._autoscale(key, plan, body, observed, memory, now) if plan else None
+        fingerprint = _fingerprint(body, observed, scaling)
+        timer_due = memory.decided_requeue_at is not None and now >= memory.decided_requeue_at
+        if fingerprint == memory.fingerprint and not timer_due and not self._io.pending(key):
+            # Nothing the decision reads has changed: it would be the last one again.
+            return self._persist_autoscaling_only(key, body, memory, scaling, now)
         decision = decide(
             body, observed, self._catalog, now, self._prometheus_url, scaling=scaling, plan=plan
         )
-        if decision.measure is not None:
-            log.info(
-                "%s/%s: analysis measurement (%d checks)", namespace, name, len(decision.measure)
-            )
-            results = self._prometheus.measure(decision.measure)
-            # Decide as of now: the queries (and the smoke test below) take time, which must
-            # not be charged to the next interval, pause or deadline.
-            now = fixed_now or self._clock()
-            decision = decide(
-                body,
-                observed,
-                self._catalog,
-                now,
-                self._prometheus_url,
-                measurement=results,
-                scaling=scaling,
-                plan=plan,
-            )
-        elif decision.smoke is not None:
-            result = self._smoke(body, observed, decision.smoke)
-            log.info(
-                "%s/%s: smoke test of %s: %s",
-                namespace,
-                name,
-                decision.smoke.revision,
-                result.message or ("passed" if result.passed else "failed"),
-            )
-            now = fixed_now or self._clock()
-            decision = decide(
-                body,
-                observed,
-                self._catalog,
-                now,
-                self._prometheus_url,
-                smoke=result,
-                scaling=scaling,
-                plan=plan,
-            )
-        applied = self._apply(decision, namespace, observed.missing_apis)
-        if decision.remove_resume_annotation and RESUME_ANNOTATION in (
-            meta.get("annotations") or {}
-        ):
-            self._kube.remove_annotation(namespace, name, RESUME_ANNOTATION)
-        updated = self._write_status(body, decision, namespace, name)
+        if decision.measure is not None or decision.smoke is not None:
+            followed = self._follow_up(key, body, observed, decision, scaling, plan, fixed_now)
+            if followed is None:  # its job runs in the background; it will notify us
+                return ReconcileResult([], False, 0, 0, None)
+            decision = followed
+        applied = self._act(key, body, decision, observed, memory, now)
+        status = self._status_to_write(decision.status, body, memory, scaling, now)
+        updated = self._write_status(body, settle(status, None, meta.get("generation"), now), key)
+        if updated is not None and scaling is not None and status is decision.status:
+            memory.persisted_at = now  # the new autoscaling record went with it
+        # As of our own write: its watch event must not look like news.
+        memory.fingerprint = _fingerprint(updated or body, observed, scaling)
+        memory.decided_requeue_at = decision.requeue_at
         return ReconcileResult(
             decision.events,
             updated is not None,
             applied,
             len(decision.delete),
-            decision.requeue_at,
+            _earliest(decision.requeue_at, self._next_evaluation(plan, memory, now)),
             updated,
         )
 
-    def _plan(self, body: dict[str, Any]) -> ServicePlan | None:
-        """The spec sized and rendered once per reconcile; None when it is invalid (decide()
-        reports why)."""
-        try:
-            return plan_service(parse_llmservice(body), self._catalog, self._prometheus_url)
-        except SpecError:
+    def _follow_up(
+        self,
+        key: Key,
+        body: dict[str, Any],
+        observed: ObservedState,
+        decision: Decision,
+        scaling: ScalingOutcome | None,
+        plan: ServicePlan | None,
+        fixed_now: datetime | None,
+    ) -> Decision | None:
+        """Decide again with the measurement or smoke test the decision asked for, once its
+        background job is done (None until then)."""
+        if decision.measure is not None:
+            checks = decision.measure
+            job = ("measure", tuple((c.name, c.query) for c in checks))
+            done, results = self._io.take(key, job, lambda: self._prometheus.measure(checks))
+            if not done:
+                return None
+            measurement = results if isinstance(results, dict) else {}
+            log.info("%s/%s: analysis measurement (%d checks)", *key, len(checks))
+            # Decide as of now: the queries (and the smoke test) took time, which must not be
+            # charged to the next interval, pause or deadline.
+            now = fixed_now or self._clock()
+            return decide(
+                body, observed, self._catalog, now, self._prometheus_url,
+                measurement=measurement, scaling=scaling, plan=plan,
+            )  # fmt: skip
+        assert decision.smoke is not None
+        target = decision.smoke
+        done, smoke = self._io.take(
+            key, ("smoke", target.revision), lambda: self._smoke(body, observed, target)
+        )
+        if not done:
             return None
+        if not isinstance(smoke, SmokeResult):
+            smoke = SmokeResult(False, retryable=True, message=f"smoke test failed to run: {smoke}")
+        log.info(
+            "%s/%s: smoke test of %s: %s",
+            *key,
+            target.revision,
+            smoke.message or ("passed" if smoke.passed else "failed"),
+        )
+        now = fixed_now or self._clock()
+        return decide(
+            body, observed, self._catalog, now, self._prometheus_url,
+            smoke=smoke, scaling=scaling, plan=plan,
+        )  # fmt: skip
 
+    def _act(
+        self,
+        key: Key,
+        body: dict[str, Any],
+        decision: Decision,
+        observed: ObservedState,
+        memory: _Memory,
+        now: datetime,
+    ) -> int:
+        """Apply, scale and prune. A refusal (a quota, an admission webhook) is shown on the
+        service, as a ReconcileError condition and a Warning Event, then raised (backoff)."""
+        try:
+            applied = self._apply(decision, key[0], observed.missing_apis)
+            if decision.remove_resume_annotation and RESUME_ANNOTATION in (
+                body["metadata"].get("annotations") or {}
+            ):
+                self._kube.remove_annotation(*key, RESUME_ANNOTATION)
+        except ApiException as err:
+            message = _api_message(err)
+            generation = body["metadata"].get("generation")
+            status = self._status_to_write(decision.status, body, memory, None, now)
+            try:
+                self._write_status(body, settle(status, message, generation, now), key)
+            except ApiException as status_err:
+                log.warning("%s/%s: status not written: %s", *key, _api_message(status_err))
+            self._error_event(body, memory, message)
+            raise
+        return applied
+
+    def _error_event(self, body: dict[str, Any], memory: _Memory, message: str) -> None:
+        """Once per message in ERROR_EVENT_EVERY_S: the retries come with backoff anyway."""
+        last = memory.error_events.get(message)
+        moment = time.monotonic()
+        if last is not None and moment - last < ERROR_EVENT_EVERY_S:
+            return
+        memory.error_events[message] = moment
+        try:
+            self._kube.post_event(body, "Warning", "ReconcileError", message)
+        except ApiException as err:
+            log.warning("event not posted: %s", _api_message(err))
+
+    # ------------------------------------------------------------------ planning
+    def _plan(self, body: dict[str, Any], memory: _Memory) -> ServicePlan | None:
+        """The spec sized and rendered, once per generation; None when it is invalid
+        (decide() reports why)."""
+        meta = body["metadata"]
+        plan_key = (str(meta.get("uid", "")), int(meta.get("generation") or 0))
+        if memory.plan_key != plan_key:
+            try:
+                memory.plan = plan_service(
+                    parse_llmservice(body),
+                    self._catalog,
+                    self._prometheus_url,
+                    self._operator_namespace,
+                )
+            except SpecError:
+                memory.plan = None
+            memory.plan_key = plan_key
+        return memory.plan
+
+    # ------------------------------------------------------------------ autoscaling
     def _autoscale(
-        self, plan: ServicePlan, body: dict[str, Any], observed: ObservedState, now: datetime
+        self,
+        key: Key,
+        plan: ServicePlan,
+        body: dict[str, Any],
+        observed: ObservedState,
+        memory: _Memory,
+        now: datetime,
     ) -> ScalingOutcome | None:
         """Operator-mode scaling: every evaluation interval, from the Ready pods' gauges."""
         service = plan.service
         spec = service.spec.scaling
-        previous = _current_autoscaling(body)
         if spec.mode != "operator":
             return None
-        if not evaluation_due(previous, spec, now) and previous is not None:
+        previous = _fresher(memory.autoscaling, _current_autoscaling(body))
+        if previous is not None and not evaluation_due(previous, spec, now):
             return ScalingOutcome(previous.desired_replicas, previous, previous.degraded_reason)
-        ready_names, _loading = pod_counts(observed.pods)
-        version = service.spec.engine.vllm_version
-        samples: dict[str, ReplicaSample] | None
-        if not ready_names:
-            samples, error = {}, None
-        elif spec.metrics_source == "pods":
-            ready = [p for p in observed.pods if p["metadata"]["name"] in ready_names]
-            samples, error = samples_from_pods(
-                ready, service.spec.serving.port, version, self._completions, now.timestamp()
-            )
-        else:
-            samples, error = samples_from_prometheus(
-                self._prometheus, service.metadata.namespace, service.metadata.name, version
-            )
-        arrivals: ArrivalResult = (None, None)
-        if spec.arrival_rate_query is not None:
-            arrivals = arrival_rate_from_prometheus(self._prometheus, spec.arrival_rate_query)
-        return evaluate_scaling(
+        inputs = self._scaling_inputs(key, service, observed, now)
+        if inputs is None:  # a background fetch is on its way; it will notify us
+            if previous is None:
+                return None
+            return ScalingOutcome(previous.desired_replicas, previous, previous.degraded_reason)
+        (samples, error), arrivals = inputs
+        outcome = evaluate_scaling(
             spec, plan.sizing.max_num_seqs, previous, observed.pods, samples, error, now, *arrivals
         )
+        memory.autoscaling = outcome.status
+        if self._metrics is not None:
+            self._metrics.evaluations.inc()
+        return outcome
 
-    def _smoke(
-        self, body: dict[str, Any], observed: ObservedState, target: SmokeTarget
-    ) -> SmokeResult:
+    def _scaling_inputs(
+        self, key: Key, service: LLMService, observed: ObservedState, now: datetime
+    ) -> tuple[SampleResult, ArrivalResult] | None:
+        spec = service.spec.scaling
+        version = service.spec.engine.vllm_version
+        ready_names, _loading = pod_counts(observed.pods)
+        samples: SampleResult | None
+        if not ready_names:
+            samples = ({}, None)
+        elif spec.metrics_source == "pods":
+            ready = [p for p in observed.pods if p["metadata"]["name"] in ready_names]
+            port = service.spec.serving.port
+            done, scraped = self._io.take(
+                key,
+                "scrape",
+                lambda: samples_from_pods(ready, port, version, self._completions, time.time()),
+            )
+            samples = scraped if done and isinstance(scraped, tuple) else None
+            if done and samples is None:
+                samples = (None, f"scraping the pods failed: {scraped}")
+        else:
+            batch = self._io.latest(
+                ("samples", version),
+                lambda: sample_batch(self._prometheus, version),  # type: ignore[arg-type]
+                SAMPLES_MAX_AGE_S,
+                key,
+            )
+            if batch is None:
+                samples = None
+            elif isinstance(batch, Exception):
+                samples = (None, f"Prometheus: {batch}")
+            else:
+                samples = samples_from_batch(batch, *key)
+        arrivals: ArrivalResult | None = (None, None)
+        if spec.arrival_rate_query is not None:
+            query = spec.arrival_rate_query
+            found = self._io.latest(
+                ("arrivals", query),
+                lambda: arrival_rate_from_prometheus(self._prometheus, query),  # type: ignore[arg-type]
+                SAMPLES_MAX_AGE_S,
+                key,
+            )
+            arrivals = found if isinstance(found, tuple) else None
+            if isinstance(found, Exception):
+                arrivals = (None, f"arrivalRateQuery: {found}")
+        if samples is None or arrivals is None:
+            return None
+        return samples, arrivals
+
+    def _next_evaluation(
+        self, plan: ServicePlan | None, memory: _Memory, now: datetime
+    ) -> datetime | None:
+        """When the autoscaler evaluates next (or its history is due to be written)."""
+        if plan is None or plan.service.spec.scaling.mode != "operator":
+            return None
+        status = memory.autoscaling
+        if status is None or status.last_evaluation_time is None:
+            return now + timedelta(seconds=1)
+        interval = timedelta(seconds=plan.service.spec.scaling.evaluation_interval_seconds)
+        due = from_rfc3339(status.last_evaluation_time) + interval
+        if memory.persisted_at is not None:
+            due = min(due, memory.persisted_at + timedelta(seconds=AUTOSCALING_PERSIST_S))
+        return max(due, now)
+
+    def _status_to_write(
+        self,
+        desired: dict[str, Any],
+        body: dict[str, Any],
+        memory: _Memory,
+        scaling: ScalingOutcome | None,
+        now: datetime,
+    ) -> dict[str, Any]:
+        """The status to write: the autoscaler's new samples stay in memory unless its
+        decision changed or what is written is older than AUTOSCALING_PERSIST_S."""
+        current = (body.get("status") or {}).get("autoscaling")
+        wanted = desired.get("autoscaling")
+        if scaling is None or current is None or wanted is None:
+            return desired
+        if _autoscaling_decision(current) != _autoscaling_decision(wanted):
+            return desired
+        stale = memory.persisted_at is None or (now - memory.persisted_at).total_seconds() >= (
+            AUTOSCALING_PERSIST_S
+        )
+        return desired if stale else {**desired, "autoscaling": current}
+
+    def _persist_autoscaling_only(
+        self,
+        key: Key,
+        body: dict[str, Any],
+        memory: _Memory,
+        scaling: ScalingOutcome | None,
+        now: datetime,
+    ) -> ReconcileResult:
+        updated = None
+        if scaling is not None:
+            desired = {**(body.get("status") or {}), "autoscaling": scaling.status.model_dump(
+                by_alias=True, mode="json", exclude_none=True)}  # fmt: skip
+            status = self._status_to_write(desired, body, memory, scaling, now)
+            updated = self._write_status(body, status, key)
+            if updated is not None:
+                memory.persisted_at = now
+        requeue = _earliest(memory.decided_requeue_at, self._next_evaluation(
+            memory.plan, memory, now))  # fmt: skip
+        return ReconcileResult([], updated is not None, 0, 0, requeue, updated)
+
+    # ------------------------------------------------------------------ I/O
+    def _smoke(self, body: dict[str, Any], observed: ObservedState, target: SmokeTarget) -> Any:
+        """The smoke test, on a background thread (bounded by its own timeout)."""
         service = parse_llmservice(body)
         spec = service.spec
         requests_ = smoke_requests(
@@ -229,7 +495,7 @@ class Reconciler:
         ref = spec.serving.api_key_secret_ref
         if ref is not None:
             api_key = self._kube.read_secret_value(service.metadata.namespace, ref.name, ref.key)
-        observations = run_smoke(f"http://{ip}:{spec.serving.port}", requests_, api_key)
+        observations = self._smoke_runner(f"http://{ip}:{spec.serving.port}", requests_, api_key)
         return judge_smoke(requests_, observations)
 
     def _apply(self, decision: Decision, namespace: str, missing_apis: set[str]) -> int:
@@ -238,8 +504,7 @@ class Reconciler:
         for obj in decision.apply:
             if obj["kind"] in missing_apis:
                 continue  # reported as a Degraded condition by decide()
-            self._kube.apply(obj)
-            count += 1
+            count += self._kube.apply(obj)
             if obj["kind"] == "Deployment" and obj["metadata"]["name"] in scale_ups:
                 name = obj["metadata"]["name"]
                 self._kube.scale_deployment(namespace, name, scale_ups.pop(name))
@@ -256,12 +521,87 @@ class Reconciler:
         return count
 
     def _write_status(
-        self, body: dict[str, Any], decision: Decision, namespace: str, name: str
+        self, body: dict[str, Any], status: dict[str, Any], key: Key
     ) -> dict[str, Any] | None:
-        patch = merge_patch(body.get("status") or {}, decision.status)
+        patch = merge_patch(body.get("status") or {}, status)
         if not patch:
             return None
-        return self._kube.patch_status(namespace, name, patch)
+        return self._kube.patch_status(*key, patch)
+
+
+def _fingerprint(
+    body: dict[str, Any], observed: ObservedState, scaling: ScalingOutcome | None
+) -> tuple[Any, ...]:
+    """Everything a decision reads, by version: equal fingerprints, equal decisions."""
+    meta = body["metadata"]
+    owned = tuple(
+        sorted((k, n, o["metadata"].get("resourceVersion")) for (k, n), o in observed.owned.items())
+    )
+    pods = tuple(
+        sorted((p["metadata"]["name"], p["metadata"].get("resourceVersion")) for p in observed.pods)
+    )
+    secrets = tuple(sorted((n, tuple(sorted(k or ()))) for n, k in observed.secrets.items()))
+    decided = None if scaling is None else (scaling.total, scaling.degraded_reason)
+    return (
+        meta.get("resourceVersion"),
+        owned,
+        pods,
+        secrets,
+        tuple(sorted(observed.missing_apis)),
+        decided,
+    )
+
+
+def _autoscaling_decision(raw: dict[str, Any]) -> tuple[Any, ...]:
+    """status.autoscaling without the times of its samples: what was decided, and the values
+    its windows keep ('<epoch>=<value>' entries; a saturation's start keeps its time)."""
+    decided = tuple(
+        raw.get(k)
+        for k in (
+            "desiredReplicas",
+            "degradedReason",
+            "lastScaleTime",
+            "lastScaleUpTime",
+            "lastScaleDownTime",
+            "reason",
+        )
+    )
+    values = tuple(
+        entry if entry.endswith("=!") else entry.partition("=")[2]
+        for entry in raw.get("recommendations") or []
+    )
+    return (*decided, values)
+
+
+def _fresher(
+    memory: AutoscalingStatus | None, written: AutoscalingStatus | None
+) -> AutoscalingStatus | None:
+    if memory is None or written is None:
+        return memory or written
+    if memory.last_evaluation_time is None or written.last_evaluation_time is None:
+        return memory
+    return (
+        memory
+        if from_rfc3339(memory.last_evaluation_time) >= from_rfc3339(written.last_evaluation_time)
+        else written
+    )
+
+
+def _earliest(*times: datetime | None) -> datetime | None:
+    known = [t for t in times if t is not None]
+    return min(known) if known else None
+
+
+def _api_message(err: ApiException) -> str:
+    """The API server's own message (its Status body), else the HTTP reason."""
+    import json
+
+    try:
+        body = json.loads(err.body or "{}")
+    except (TypeError, ValueError):
+        body = {}
+    message = body.get("message") if isinstance(body, dict) else None
+    return str(message or f"{err.status} {err.reason}")[:1000]
 
 
 def _current_autoscaling(body: dict[str, Any]) -> AutoscalingStatus | None:

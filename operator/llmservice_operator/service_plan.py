@@ -6,12 +6,13 @@ to change. `llmservice plan` and the operator's reconcile both start here.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Any
 
 from .api import LLMService, SpecError
-from .render.objects import RenderInput, render_service_objects
+from .render.objects import RenderInput, pod_template, render_service_objects, revision_hash
 from .render.shape import ServingShape
 from .sizing import (
     GpuCatalog,
@@ -33,7 +34,15 @@ class ServicePlan:
     sizing: SizingResult
     shape: ServingShape
     render_input: RenderInput
-    objects: list[dict[str, Any]]
+    #: The serving pod template and its revision (the hash of the template).
+    pod_template: dict[str, Any]
+    revision: str
+
+    @functools.cached_property
+    def objects(self) -> list[dict[str, Any]]:
+        """The rendered objects (as `llmservice plan` prints them). Rendered on first use: the
+        operator renders what a reconcile applies itself (decide.py)."""
+        return render_service_objects(self.render_input)
 
 
 def resolve_architecture(service: LLMService) -> ModelArchitecture:
@@ -108,17 +117,25 @@ def plan_service(
     service: LLMService,
     catalog: GpuCatalog,
     prometheus_url: str = "http://prometheus.monitoring.svc:9090",
+    operator_namespace: str | None = None,
 ) -> ServicePlan:
     """Size and render, or raise SpecError saying what to change."""
     result = size_service(service, catalog)
     if not result.fits:
         raise SpecError("spec.resources", result.reason, kind="does_not_fit")
     shape = serving_shape(result, catalog)
-    render_input = RenderInput(service=service, shape=shape, prometheus_url=prometheus_url)
+    render_input = RenderInput(
+        service=service,
+        shape=shape,
+        prometheus_url=prometheus_url,
+        operator_namespace=operator_namespace,
+    )
+    template = pod_template(render_input)  # raises SpecError for flags or env it refuses
     return ServicePlan(
         service=service,
         sizing=result,
         shape=shape,
         render_input=render_input,
-        objects=render_service_objects(render_input),
+        pod_template=template,
+        revision=revision_hash(template),
     )

@@ -23,7 +23,12 @@ class OperatorSettings(BaseSettings):
     gpu_catalog: Path | None = Field(default=None, description="YAML file overriding the catalog.")
     log_format: Literal["text", "json"] = "text"
     log_level: str = "INFO"
-    reconcile_interval_seconds: float = Field(default=10.0, gt=0)
+    reconcile_interval_seconds: float = Field(
+        default=300.0,
+        gt=0,
+        description="The resync: every service is reconciled this often whatever happens (a "
+        "safety net; changes and due times wake a service at once).",
+    )
     workers: int = Field(
         default=4, ge=1, le=64, description="Services reconciled at once (one worker per key)."
     )
@@ -39,6 +44,11 @@ class OperatorSettings(BaseSettings):
     )
     api_timeout_seconds: float = Field(
         default=10.0, gt=0, description="Start-up gives up when the API server is not reached."
+    )
+    operator_namespace: str | None = Field(
+        default=None,
+        description="The operator's own namespace (the chart sets it): the NetworkPolicies it "
+        "renders let it in, for smoke tests and pod scrapes.",
     )
     leader_election: bool = True
     lease_name: str = "llmservice-operator"

@@ -125,4 +125,9 @@ def kube_api_client(cluster: ClusterInfo) -> Any:
 
 
 # The real operator as a subprocess (see operator_fixtures.py), for every integration module.
-from .operator_fixtures import crd_installed, operator_image, operators  # noqa: E402, F401
+from .operator_fixtures import (  # noqa: E402, F401
+    argocd_health_check,
+    crd_installed,
+    operator_image,
+    operators,
+)

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kubernetes import config
 
 from llmservice_dev.localcluster import ClusterInfo
 from llmservice_dev.localcluster.cluster import OPERATOR_NAMESPACE
@@ -32,14 +33,13 @@ from llmservice_dev.operator_chart import (
     release_pods,
 )
 
+from .health_check import StatusRecorder, check_recorded, recorded
+
 ROOT = Path(__file__).parents[2]
 #: Settings given as LLMSERVICE_* environment in tests that map to chart values.
-_VALUE_SETTINGS = ("LLMSERVICE_PROMETHEUS_URL", "LLMSERVICE_RECONCILE_INTERVAL_SECONDS")
-#: Test defaults: a fast resync, a short lease and a Prometheus that does not answer.
-_DEFAULTS = {
-    "LLMSERVICE_RECONCILE_INTERVAL_SECONDS": "2",
-    "LLMSERVICE_PROMETHEUS_URL": "http://127.0.0.1:9",
-}
+#: Test defaults: a short lease and a Prometheus that does not answer. The resync is the
+#: chart's (minutes): what a service needs must wake it (changes, due times), not the resync.
+_DEFAULTS = {"LLMSERVICE_PROMETHEUS_URL": "http://127.0.0.1:9"}
 LEASE_DURATION_S = 6
 
 
@@ -50,6 +50,11 @@ class AuditRecord:
     resource: str
     code: int
     uri: str
+    time: str = ""
+    """requestReceivedTimestamp (RFC 3339, microseconds)."""
+    authorization: str = ""
+    """The authorizer's decision (allow, forbid): a 403 for exceeding a ResourceQuota was
+    authorized, and refused by admission."""
 
 
 def audit_records(cluster: ClusterInfo, user: str, offset: int = 0) -> list[AuditRecord]:
@@ -75,9 +80,15 @@ def audit_records(cluster: ClusterInfo, user: str, offset: int = 0) -> list[Audi
                     resource,
                     int((entry.get("responseStatus") or {}).get("code", 0)),
                     entry.get("requestURI", ""),
+                    entry.get("requestReceivedTimestamp", ""),
+                    (entry.get("annotations") or {}).get("authorization.k8s.io/decision", ""),
                 )
             )
     return records
+
+
+def _optional_float(value: str | None) -> float | None:
+    return None if value is None else float(value)
 
 
 def audit_offset(cluster: ClusterInfo) -> int:
@@ -160,10 +171,11 @@ class OperatorRelease:
         self.stopped = True
 
     def denials(self) -> list[AuditRecord]:
+        """What the authorizer refused the release's ServiceAccount (RBAC)."""
         return [
             r
             for r in audit_records(self.cluster, self.service_account, self.audit_from)
-            if r.code == 403
+            if r.code == 403 and r.authorization != "allow"
         ]
 
 
@@ -185,6 +197,7 @@ class OperatorFactory:
     cluster: ClusterInfo
     image: str
     started: list[OperatorRelease] = field(default_factory=list)
+    recorders: dict[str, StatusRecorder] = field(default_factory=dict)
 
     def start(
         self,
@@ -207,10 +220,15 @@ class OperatorFactory:
             replicas=replicas,
             lease_name=f"lease-{namespace}"[:63],
             lease_duration_seconds=LEASE_DURATION_S,
-            reconcile_interval_seconds=float(settings.pop("LLMSERVICE_RECONCILE_INTERVAL_SECONDS")),
+            reconcile_interval_seconds=_optional_float(
+                settings.pop("LLMSERVICE_RECONCILE_INTERVAL_SECONDS", None)
+            ),
             extra_env=settings,
         )
         op = OperatorRelease(self.cluster, release, namespace, audit_offset(self.cluster))
+        if namespace not in self.recorders:  # for the Argo CD health check (health_check.py)
+            api_client = config.new_client_from_config(config_file=str(self.cluster.kubeconfig))  # type: ignore[no-untyped-call]
+            self.recorders[namespace] = StatusRecorder(api_client, namespace).start()
         helm_install(self.cluster, release, values, wait=wait)
         self.started.append(op)
         return op
@@ -218,6 +236,18 @@ class OperatorFactory:
     def stop_all(self) -> None:
         for op in self.started:
             op.stop()
+        for recorder in self.recorders.values():
+            recorder.stop()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def argocd_health_check() -> Iterator[None]:
+    """At the end of the session: docs/gitops.md's Lua health check, run by a real Lua, agrees
+    with Ready on every distinct LLMService status the suite went through."""
+    yield
+    if recorded():
+        count, by_health = check_recorded()
+        print(f"Argo CD health check: {count} distinct statuses, {by_health}")
 
 
 @pytest.fixture(scope="session")

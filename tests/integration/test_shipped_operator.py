@@ -142,6 +142,10 @@ def test_two_replicas_one_leads_failover_and_a_change_without_leader_converges(
     )
     assert f"acquired lease {OPERATOR_NAMESPACE}/lease-" in op.pod_log(leader.pod)
     assert "standing by" in op.pod_log(standby.pod)
+    # The image holds the product only: no dev tooling (local cluster, pod runner).
+    dev = kubectl("-n", OPERATOR_NAMESPACE, "exec", standby.pod, "--", "python3", "-c",
+                  "import llmservice_dev", check=False)  # fmt: skip
+    assert dev.returncode != 0 and "No module named 'llmservice_dev'" in dev.stderr, dev.stderr
 
     # Deleting the leader's pod: it stops cleanly and gives the Lease up; another replica (the
     # standby, or the pod that replaces the deleted one, whichever asks first) leads within

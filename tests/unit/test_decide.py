@@ -165,3 +165,18 @@ def test_an_autoscaler_rescale_is_an_event_saying_why() -> None:
     assert not [e for e in held.events if e.reason == "Rescaled"]
     first = decide(_body(), _observed(), CATALOG, NOW, "http://prom:9090", scaling=_scaled(2, "x"))
     assert not [e for e in first.events if e.reason == "Rescaled"]
+
+
+def test_a_gateway_route_without_the_gateway_api_is_degraded_not_silent() -> None:
+    body = _body()
+    body["spec"]["rollout"] = {"gatewayParentRef": {"name": "gw"}}
+    observed = _observed()
+    observed.missing_apis.add("HTTPRoute")
+    decision = decide(body, observed, CATALOG, NOW, "")
+    conds = {c["type"]: c for c in decision.status["conditions"]}
+    assert (conds["Degraded"]["status"], conds["Degraded"]["reason"]) == (
+        "True",
+        "GatewayAPIMissing",
+    )
+    served = decide(body, _observed(), CATALOG, NOW, "")
+    assert "HTTPRoute" in {o["kind"] for o in served.apply}

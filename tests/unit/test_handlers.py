@@ -9,7 +9,7 @@ import time
 from typing import Any
 
 from llmservice_operator.adapters.metrics import OperatorMetrics
-from llmservice_operator.handlers import OperatorState, _worker, remember
+from llmservice_operator.handlers import OperatorState, _worker, backoff_seconds, remember
 from llmservice_operator.reconcile import ReconcileResult
 from llmservice_operator.settings import OperatorSettings
 
@@ -84,3 +84,35 @@ def test_a_stale_watch_event_does_not_replace_our_newer_status() -> None:
     remember(state, KEY, _body("12"))
     remember(state, KEY, _body("13"))
     assert state.bodies[KEY]["metadata"]["resourceVersion"] == "13"
+
+
+def test_backoff_doubles_from_5_ms_to_about_1000_s() -> None:
+    assert [backoff_seconds(n) for n in (1, 2, 3, 4)] == [0.005, 0.01, 0.02, 0.04]
+    assert backoff_seconds(18) == 0.005 * 2**17  # 655 s
+    assert backoff_seconds(19) == 1000.0
+    assert backoff_seconds(60) == 1000.0
+
+
+def test_our_own_status_write_coming_back_is_not_news() -> None:
+    state = _state()
+    assert remember(state, KEY, _body("10"))  # first seen
+    state.bodies[KEY] = _body("12")  # our status write returned 12
+    assert not remember(state, KEY, _body("12"))  # its watch event: no reconcile
+    assert remember(state, KEY, _body("13"))  # someone else's change
+
+
+def test_one_timer_per_service_and_the_earliest_due_time_wins() -> None:
+    async def scenario() -> list[tuple[str, str]]:
+        state = _state()
+        state.queue = asyncio.Queue()
+        state.schedule(KEY, 0.2)
+        state.schedule(KEY, 5.0)  # later: the earlier one stays
+        state.schedule(KEY, 0.05)  # earlier: replaces it
+        assert len(state.timers) == 1
+        await asyncio.sleep(0.1)
+        fired = [state.queue.get_nowait() for _ in range(state.queue.qsize())]
+        await asyncio.sleep(0.2)  # the replaced 0.2 s timer does not fire again
+        fired += [state.queue.get_nowait() for _ in range(state.queue.qsize())]
+        return fired
+
+    assert asyncio.run(scenario()) == [KEY]

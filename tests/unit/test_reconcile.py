@@ -1,20 +1,26 @@
-"""The reconcile's clock: what follows a smoke test (or an analysis measurement) is decided as
-of when it ended, not when the reconcile began."""
+"""The reconcile: what follows a smoke test (or an analysis measurement) is decided as of when
+it ended; collaborators (Kubernetes, Prometheus, the smoke runner, the clock) are injected."""
 
 from __future__ import annotations
 
 import copy
+import json
+import threading
+import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from kubernetes.client.exceptions import ApiException
 
-from llmservice_operator import reconcile as reconcile_module
+from llmservice_operator.adapters.background import BackgroundIO
 from llmservice_operator.observed import ObservedState
 from llmservice_operator.reconcile import Reconciler, merge_patch
 from llmservice_operator.render.labels import REVISION
-from llmservice_operator.rollout import Series, SmokeResult
+from llmservice_operator.rollout import Series, SmokeObservation
 from llmservice_operator.sizing import load_catalog
+
+from .rollout.test_rollout_smoke_verdict import STREAM
 
 T0 = datetime(2026, 11, 30, 12, 0, 0, tzinfo=UTC)
 SMOKE_SECONDS = 40
@@ -27,6 +33,11 @@ class FakeKube:
     def __init__(self, body: dict[str, Any]) -> None:
         self.body = body
         self.deployments: dict[str, dict[str, Any]] = {}
+        self.events: list[tuple[str, str, str]] = []
+        self.applied: list[str] = []
+        self.status_patches: list[dict[str, Any]] = []
+        self.refuse_apply: ApiException | None = None
+        self.refuse_status: ApiException | None = None
 
     def observe(self, namespace: str, name: str, secrets: list[str]) -> ObservedState:
         state = ObservedState()
@@ -47,10 +58,13 @@ class FakeKube:
             ]
         return state
 
-    def apply(self, obj: dict[str, Any]) -> dict[str, Any]:
+    def apply(self, obj: dict[str, Any]) -> bool:
+        if self.refuse_apply is not None:
+            raise self.refuse_apply
+        self.applied.append(obj["kind"])
         if obj["kind"] == "Deployment":
             self.deployments[obj["metadata"]["name"]] = copy.deepcopy(obj)
-        return obj
+        return True
 
     def scale_deployment(self, namespace: str, name: str, replicas: int) -> None:
         self.deployments[name]["spec"]["replicas"] = replicas
@@ -60,12 +74,23 @@ class FakeKube:
             self.deployments.pop(name, None)
 
     def patch_status(self, namespace: str, name: str, patch: dict[str, Any]) -> dict[str, Any]:
+        if self.refuse_status is not None:
+            raise self.refuse_status
+        self.status_patches.append(copy.deepcopy(patch))
         status = self.body.setdefault("status", {})
         _merge(status, patch)
+        meta = self.body["metadata"]
+        meta["resourceVersion"] = str(int(meta.get("resourceVersion", "1")) + 1)
         return copy.deepcopy(self.body)
 
     def remove_annotation(self, namespace: str, name: str, key: str) -> None:
         self.body["metadata"].get("annotations", {}).pop(key, None)
+
+    def read_secret_value(self, namespace: str, name: str, key: str) -> str | None:
+        return None
+
+    def post_event(self, obj: dict[str, Any], type_: str, reason: str, message: str) -> None:
+        self.events.append((type_, reason, message))
 
 
 def _merge(target: dict[str, Any], patch: dict[str, Any]) -> None:
@@ -99,23 +124,22 @@ def _body() -> dict[str, Any]:
     }
 
 
-def test_the_post_promotion_analysis_starts_when_the_smoke_test_ended(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_the_post_promotion_analysis_starts_when_the_smoke_test_ended() -> None:
     clock = [T0]
     kube = FakeKube(_body())
-    reconciler = Reconciler(kube, load_catalog(), "http://prometheus:9090", clock=lambda: clock[0])  # type: ignore[arg-type]
 
-    def slow_smoke(*_: Any) -> list[Any]:
+    def slow_smoke(url: str, requests: Any, api_key: str | None) -> list[SmokeObservation]:
         clock[0] += timedelta(seconds=SMOKE_SECONDS)  # a big model's long prompt
-        return []
+        return passing_smoke(url, requests, api_key)
 
-    monkeypatch.setattr(reconcile_module, "run_smoke", slow_smoke)
-    monkeypatch.setattr(reconcile_module, "judge_smoke", lambda *_: SmokeResult(True, False, "ok"))
+    reconciler = Reconciler(
+        kube, load_catalog(), "http://prometheus:9090", smoke=slow_smoke, clock=lambda: clock[0]
+    )
 
     reconciler.reconcile(copy.deepcopy(kube.body))  # the first revision: stable at once
     stable = kube.body["status"]["revisions"]["stable"]
     kube.body["spec"]["engine"]["env"] = [{"name": "NEW", "value": "1"}]
+    kube.body["metadata"]["generation"] += 1  # as the API server does on a spec change
     reconciler.reconcile(copy.deepcopy(kube.body))  # the rollout starts: candidate created
     candidate = kube.body["status"]["revisions"]["candidate"]
     assert candidate not in (None, stable)
@@ -138,11 +162,22 @@ def test_the_post_promotion_analysis_starts_when_the_smoke_test_ended(
     assert merge_patch(kube.body["status"], kube.body["status"]) == {}
 
 
+def passing_smoke(_url: str, requests: Any, _api_key: str | None) -> list[SmokeObservation]:
+    """Every smoke request answered well: streamed text, a stop reason, a quick first token."""
+    return [
+        SmokeObservation(name=r.name, status=200, chunks=STREAM, first_token_seconds=0.05)
+        for r in requests
+    ]
+
+
 class FailingPrometheus:
     """Every check of the candidate answers: plenty of requests, TTFT p99 9 s."""
 
     def __init__(self, url: str) -> None:
         self.queries: list[str] = []
+
+    def query(self, promql: str) -> Any:
+        return []
 
     def measure(self, checks: Any) -> dict[str, Any]:
         self.queries += [c.query for c in checks]
@@ -150,9 +185,7 @@ class FailingPrometheus:
         return {c.name: [Series({}, values.get(c.name, 0.0))] for c in checks}
 
 
-def test_a_failed_analysis_rolls_back_with_one_rolled_back_event(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_a_failed_analysis_rolls_back_with_one_rolled_back_event() -> None:
     clock = [T0]
     body = _body()
     body["spec"]["rollout"] = {
@@ -160,14 +193,19 @@ def test_a_failed_analysis_rolls_back_with_one_rolled_back_event(
         "analysis": {"interval": "30s"},
     }
     kube = FakeKube(body)
-    monkeypatch.setattr(reconcile_module, "PrometheusAdapter", FailingPrometheus)
-    monkeypatch.setattr(reconcile_module, "run_smoke", lambda *_: [])
-    monkeypatch.setattr(reconcile_module, "judge_smoke", lambda *_: SmokeResult(True, False, "ok"))
-    reconciler = Reconciler(kube, load_catalog(), "http://prometheus:9090", clock=lambda: clock[0])  # type: ignore[arg-type]
+    reconciler = Reconciler(
+        kube,
+        load_catalog(),
+        "http://prometheus:9090",
+        prometheus=FailingPrometheus("http://prometheus:9090"),
+        smoke=passing_smoke,
+        clock=lambda: clock[0],
+    )
 
     reconciler.reconcile(copy.deepcopy(kube.body))
     stable = kube.body["status"]["revisions"]["stable"]
     kube.body["spec"]["engine"]["env"] = [{"name": "NEW", "value": "1"}]
+    kube.body["metadata"]["generation"] += 1  # as the API server does on a spec change
     reconciler.reconcile(copy.deepcopy(kube.body))  # candidate created
     started = reconciler.reconcile(copy.deepcopy(kube.body))  # smoke, weight, analysis
     assert [e.reason for e in started.events][-2:] == ["WeightSet", "AnalysisStarted"]
@@ -183,3 +221,129 @@ def test_a_failed_analysis_rolls_back_with_one_rolled_back_event(
     assert conditions["RolledBack"]["reason"] == "AnalysisFailed"
     assert conditions["Degraded"]["reason"] == "RolledBack"
     assert list(kube.deployments) == [f"chat-{stable}"]
+
+
+def _conditions(kube: FakeKube) -> dict[str, dict[str, Any]]:
+    return {c["type"]: c for c in kube.body["status"]["conditions"]}
+
+
+def test_nothing_changed_nothing_decided_applied_or_written() -> None:
+    kube = FakeKube(_body())
+    reconciler = Reconciler(kube, load_catalog(), "http://prometheus:9090", clock=lambda: T0)
+    for _ in range(3):  # create, then settle (Deployment Ready, Available)
+        reconciler.reconcile(copy.deepcopy(kube.body))
+    applied, patches = len(kube.applied), len(kube.status_patches)
+    assert _conditions(kube)["Ready"]["status"] == "True"
+    for _ in range(5):
+        result = reconciler.reconcile(copy.deepcopy(kube.body))
+        assert not result.wrote_status and result.applied == 0
+    assert (len(kube.applied), len(kube.status_patches)) == (applied, patches)
+
+
+def _refusal(message: str) -> ApiException:
+    err = ApiException(status=403, reason="Forbidden")
+    err.body = json.dumps({"kind": "Status", "message": message, "code": 403})
+    return err
+
+
+def test_a_refused_apply_is_a_reconcile_error_condition_and_one_event_until_it_clears() -> None:
+    kube = FakeKube(_body())
+    reconciler = Reconciler(kube, load_catalog(), "http://prometheus:9090", clock=lambda: T0)
+    quota = 'deployments.apps "chat" is forbidden: exceeded quota: gpus, requested: 1, limited: 0'
+    kube.refuse_apply = _refusal(quota)
+    for _ in range(3):
+        with pytest.raises(ApiException):
+            reconciler.reconcile(copy.deepcopy(kube.body))
+    error = _conditions(kube)["ReconcileError"]
+    assert (error["status"], error["reason"], error["message"]) == ("True", "ApplyFailed", quota)
+    assert _conditions(kube)["Ready"]["status"] == "False"
+    assert _conditions(kube)["Ready"]["reason"] == "ReconcileError"
+    assert kube.events == [("Warning", "ReconcileError", quota)]  # once, not per retry
+    kube.refuse_apply = None
+    reconciler.reconcile(copy.deepcopy(kube.body))
+    cleared = _conditions(kube)["ReconcileError"]
+    assert (cleared["status"], cleared["reason"]) == ("False", "ReconcileSucceeded")
+
+
+class QueueingPrometheus:
+    """Every Ready pod of the service has 2 requests waiting and 4 running (a steady load)."""
+
+    def __init__(self, kube: FakeKube) -> None:
+        self.kube = kube
+        self.queries: list[str] = []
+
+    def query(self, promql: str) -> Any:
+        self.queries.append(promql)
+        value = 2.0 if "waiting" in promql else 4.0 if "running" in promql else 0.5
+        return [
+            Series({"namespace": "ml", "llmservice": "chat", "pod": f"{name}-0"}, value)
+            for name in self.kube.deployments
+        ]
+
+    def measure(self, checks: Any) -> dict[str, Any]:
+        return {}
+
+
+def test_the_autoscalers_history_is_written_when_it_changes_or_every_few_minutes() -> None:
+    clock = [T0]
+    body = _body()
+    body["spec"]["scaling"] = {"mode": "operator", "minReplicas": 1, "maxReplicas": 1,
+                               "evaluationIntervalSeconds": 15}  # fmt: skip
+    kube = FakeKube(body)
+    prometheus = QueueingPrometheus(kube)
+    reconciler = Reconciler(
+        kube, load_catalog(), "http://p:9090", prometheus=prometheus, clock=lambda: clock[0]
+    )
+    for _ in range(3):
+        reconciler.reconcile(copy.deepcopy(kube.body))
+    evaluations = []
+    written = []
+    for _ in range(24):  # six minutes of evaluations every 15 s, nothing else changing
+        clock[0] += timedelta(seconds=15)
+        before = len(kube.status_patches)
+        result = reconciler.reconcile(copy.deepcopy(kube.body))
+        assert result.requeue_at is not None and result.requeue_at <= clock[0] + timedelta(
+            seconds=15
+        )
+        evaluations.append(reconciler._memory[("ml", "chat")].autoscaling.last_evaluation_time)  # type: ignore[union-attr]
+        written.append(len(kube.status_patches) > before)
+    assert len(set(evaluations)) == 24  # it evaluated every time
+    # It wrote while its decision settled, then only the sample times moved: kept in memory,
+    # and written again once they were AUTOSCALING_PERSIST_S old.
+    assert written[2:20] == [False] * 18, written
+    assert sum(written[20:]) == 1, written
+    # One batch of four queries per evaluation, not one set per pod.
+    assert len(prometheus.queries) <= 4 * 25
+
+
+def test_a_smoke_test_runs_off_the_reconcile_and_feeds_the_next_one() -> None:
+    release = threading.Event()
+    notified: list[tuple[str, str]] = []
+    ran = threading.Event()
+
+    def hanging_smoke(url: str, requests: Any, api_key: str | None) -> list[SmokeObservation]:
+        ran.set()
+        release.wait(10)
+        return passing_smoke(url, requests, api_key)
+
+    kube = FakeKube(_body())
+    background = BackgroundIO(notify=notified.append)
+    reconciler = Reconciler(
+        kube, load_catalog(), "http://p:9090", smoke=hanging_smoke, background=background
+    )
+    reconciler.reconcile(copy.deepcopy(kube.body))
+    kube.body["spec"]["engine"]["env"] = [{"name": "NEW", "value": "1"}]
+    kube.body["metadata"]["generation"] += 1
+    reconciler.reconcile(copy.deepcopy(kube.body))  # the candidate is created
+    started = time.monotonic()
+    result = reconciler.reconcile(copy.deepcopy(kube.body))  # it is Ready: smoke test
+    assert time.monotonic() - started < 2 and ran.wait(5)
+    assert result.events == [] and not result.wrote_status  # waiting for the smoke test
+    release.set()
+    deadline = time.monotonic() + 10
+    while not notified and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert notified == [("ml", "chat")]
+    result = reconciler.reconcile(copy.deepcopy(kube.body))
+    assert "SmokeTestPassed" in [e.reason for e in result.events]
+    background.shutdown()

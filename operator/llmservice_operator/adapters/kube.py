@@ -7,11 +7,16 @@ it and fails on any request the API server refuses (its audit log).
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import shutil
 import tempfile
 import threading
+import time
 import weakref
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,10 +28,13 @@ from ..api import API_VERSION, KIND
 from ..api.timestamps import to_rfc3339
 from ..observed import ObservedState
 from ..render.labels import SERVICE
+from .informer import Informer, InformerSet, Kind
 
 __all__ = [
     "AUTOSCALER_FIELD_MANAGER",
     "FIELD_MANAGER",
+    "AppliedLedger",
+    "CacheNotSynced",
     "OWNED_KINDS",
     "KubeAdapter",
     "load_kube_config",
@@ -59,8 +67,74 @@ def load_kube_config() -> client.ApiClient:
     return client.ApiClient()
 
 
+class CacheNotSynced(RuntimeError):
+    """The watch caches have not listed every kind yet (start-up): try again shortly."""
+
+
+@dataclass
+class _Applied:
+    """What we last applied to one object: the desired object's hash, and the object's
+    generation (its resourceVersion for kinds without one) right after."""
+
+    digest: str
+    marker: int
+
+
+class AppliedLedger:
+    """What the operator last applied, per object, to tell an apply that changes nothing.
+
+    An apply is needed when the desired object differs from the last one applied (its hash),
+    when the object is gone, or when someone changed it since (its generation, or for kinds
+    without one its resourceVersion, moved past what our apply left). A cached copy older than
+    our own write (the watch lags) is not a change. After a restart the ledger is empty: every
+    object is applied once, and a server-side apply that changes nothing writes nothing.
+    """
+
+    def __init__(self) -> None:
+        self._applied: dict[tuple[str, str, str], _Applied] = {}
+        self._lock = threading.Lock()
+
+    def needed(self, key: tuple[str, str, str], obj: dict[str, Any], current: Any) -> bool:
+        with self._lock:
+            last = self._applied.get(key)
+        if last is None or current is None or last.digest != _digest(obj):
+            return True
+        return _marker(current) > last.marker
+
+    def record(
+        self, key: tuple[str, str, str], obj: dict[str, Any], result: dict[str, Any]
+    ) -> None:
+        with self._lock:
+            self._applied[key] = _Applied(_digest(obj), _marker(result))
+
+    def moved(self, key: tuple[str, str, str], result: dict[str, Any]) -> None:
+        """Our own other write (the autoscaler's replicas) moved the object's generation."""
+        with self._lock:
+            last = self._applied.get(key)
+            if last is not None:
+                self._applied[key] = _Applied(last.digest, _marker(result))
+
+    def forget(self, key: tuple[str, str, str]) -> None:
+        with self._lock:
+            self._applied.pop(key, None)
+
+
 class KubeAdapter:
-    def __init__(self, api_client: client.ApiClient, cache_dir: Path | None = None) -> None:
+    """Reads from watch-fed caches (adapters/informer.py), writes only what changed.
+
+    Secrets are read when a spec references them, and a read is reused for `secret_ttl_s`
+    (one that did not exist for 10 s: it is probably being created).
+    """
+
+    def __init__(
+        self,
+        api_client: client.ApiClient,
+        cache_dir: Path | None = None,
+        *,
+        namespaces: Sequence[str] = (),
+        secret_ttl_s: float = 300.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         # The dynamic client's default discovery cache is a file in /tmp shared by every process
         # that talks to the same server URL: one that outlived an uninstalled CRD (or another
         # cluster at that URL) makes every list of that kind a 404. Ours lives and dies with us,
@@ -74,8 +148,16 @@ class KubeAdapter:
         # The dynamic client's discovery cache is not thread-safe; reconciles run in threads.
         self._discovery_lock = threading.Lock()
         self._resources: dict[tuple[str, str], Any] = {}
+        self._namespaces = tuple(namespaces)
+        self._watches: InformerSet | None = None
+        self._ledger = AppliedLedger()
+        self._secrets: dict[tuple[str, str], tuple[float, set[str] | None]] = {}
+        self._secret_ttl_s = secret_ttl_s
+        self._clock = clock
 
     def _resource(self, api_version: str, kind: str) -> Any:
+        """The dynamic client's resource; ResourceNotFoundError when the cluster does not serve
+        the kind (looked up again after `_forget`)."""
         key = (api_version, kind)
         with self._discovery_lock:
             if key not in self._resources:
@@ -84,8 +166,6 @@ class KubeAdapter:
                         api_version=api_version, kind=kind
                     )
                 except ResourceNotFoundError:
-                    # Remembered until restart: installing KEDA or Gateway API later needs
-                    # an operator restart to be picked up (documented in the README).
                     self._resources[key] = None
             found = self._resources[key]
         if found is None:
@@ -97,52 +177,94 @@ class KubeAdapter:
             self._resources.pop((api_version, kind), None)
             self._dynamic.resources.invalidate_cache()
 
+    # ------------------------------------------------------------------ watches
+    def start_watches(self, on_change: Callable[[dict[str, Any]], None]) -> InformerSet:
+        """List and watch every owned kind and the services' pods; `on_change(obj)` for each
+        change (from the watch threads)."""
+        kinds = [Kind(v, k) for v, k in (*OWNED_KINDS, ("v1", "Pod"))]
+        namespaces: Sequence[str | None] = self._namespaces or (None,)
+        self._watches = InformerSet(
+            {
+                kind: [
+                    Informer(
+                        kind, ns, SERVICE, self._resource, self._forget, self._dynamic, on_change
+                    )
+                    for ns in namespaces
+                ]
+                for kind in kinds
+            }
+        )
+        self._watches.start()
+        return self._watches
+
+    def stop_watches(self) -> None:
+        if self._watches is not None:
+            self._watches.stop.set()
+
     def observe(self, namespace: str, name: str, secret_names: list[str]) -> ObservedState:
-        """The core's observed state of one LLMService: its owned objects, pods and Secrets."""
+        """The core's observed state of one LLMService, from the caches: no request, but for
+        a referenced Secret not read within its TTL."""
+        watches = self._watches
+        if watches is None or not watches.synced():
+            raise CacheNotSynced("the watch caches are still listing")
         state = ObservedState()
-        selector = f"{SERVICE}={name}"
         for api_version, kind in OWNED_KINDS:
-            try:
-                resource = self._resource(api_version, kind)
-            except ResourceNotFoundError:
+            items = watches.owned_by(Kind(api_version, kind), namespace, name)
+            if items is None:
                 state.missing_apis.add(kind)
                 continue
-            try:
-                listed = resource.get(namespace=namespace, label_selector=selector).to_dict()
-            except NotFoundError:
-                # Discovered earlier, no longer served (its CRD was deleted): find out again.
-                self._forget(api_version, kind)
-                state.missing_apis.add(kind)
-                continue
-            for item in listed.get("items", []):
+            for item in items:
                 if _owned_by(item, name):
                     state.owned[(kind, item["metadata"]["name"])] = item
-        pods = self._core.list_namespaced_pod(namespace, label_selector=selector)
-        state.pods = [self._core.api_client.sanitize_for_serialization(p) for p in pods.items]
+        state.pods = watches.owned_by(Kind("v1", "Pod"), namespace, name) or []
         for secret in secret_names:
-            try:
-                found = self._core.read_namespaced_secret(secret, namespace)
-            except client.ApiException as err:
-                if err.status != 404:
-                    raise
-                state.secrets[secret] = None
-            else:
-                state.secrets[secret] = set((found.data or {}).keys())
+            state.secrets[secret] = self._secret_keys(namespace, secret)
         return state
 
-    def apply(self, obj: dict[str, Any]) -> dict[str, Any]:
-        """Server-side apply under FIELD_MANAGER; a no-op apply does not bump resourceVersion."""
+    def _secret_keys(self, namespace: str, name: str) -> set[str] | None:
+        now = self._clock()
+        cached = self._secrets.get((namespace, name))
+        if cached is not None:
+            read_at, keys = cached
+            if now - read_at < (self._secret_ttl_s if keys is not None else 10.0):
+                return keys
+        try:
+            found = self._core.read_namespaced_secret(name, namespace)
+        except client.ApiException as err:
+            if err.status != 404:
+                raise
+            keys = None
+        else:
+            keys = set((found.data or {}).keys())
+        self._secrets[(namespace, name)] = (now, keys)
+        return keys
+
+    # ------------------------------------------------------------------ writes
+    def apply(self, obj: dict[str, Any]) -> bool:
+        """Server-side apply under FIELD_MANAGER, unless it would change nothing
+        (:class:`AppliedLedger`). True when applied."""
+        meta = obj["metadata"]
+        key = (obj["kind"], meta.get("namespace", ""), meta["name"])
+        current = self._cached(obj["kind"], obj["apiVersion"], key[1], key[2])
+        if not self._ledger.needed(key, obj, current):
+            return False
         resource = self._resource(obj["apiVersion"], obj["kind"])
         applied = resource.server_side_apply(
             body=obj,
-            namespace=obj["metadata"].get("namespace"),
+            namespace=meta.get("namespace"),
             field_manager=FIELD_MANAGER,
             force_conflicts=True,
         )
-        result: dict[str, Any] = applied.to_dict()
-        return result
+        self._ledger.record(key, obj, applied.to_dict())
+        return True
+
+    def _cached(self, kind: str, api_version: str, namespace: str, name: str) -> Any:
+        if self._watches is None:
+            return None
+        return self._watches.get(Kind(api_version, kind), namespace, name)
 
     def delete(self, api_version: str, kind: str, namespace: str, name: str) -> None:
+        self._ledger.forget((kind, namespace, name))
         resource = self._resource(api_version, kind)
         try:
             resource.delete(
@@ -160,12 +282,14 @@ class KubeAdapter:
             "metadata": {"name": name, "namespace": namespace},
             "spec": {"replicas": replicas},
         }
-        resource.server_side_apply(
+        scaled = resource.server_side_apply(
             body=body,
             namespace=namespace,
             field_manager=AUTOSCALER_FIELD_MANAGER,
             force_conflicts=True,
-        )
+        ).to_dict()
+        # Our own write moved the generation: not a change someone made to what we applied.
+        self._ledger.moved(("Deployment", namespace, name), scaled)
 
     def post_event(self, obj: dict[str, Any], type_: str, reason: str, message: str) -> None:
         """A core/v1 Event on the LLMService, as `kubectl describe` shows them."""
@@ -205,6 +329,22 @@ class KubeAdapter:
         )
         result: dict[str, Any] = updated.to_dict()
         return result
+
+
+def _digest(obj: dict[str, Any]) -> str:
+    return hashlib.sha256(
+        json.dumps(obj, sort_keys=True, separators=(",", ":")).encode()
+    ).hexdigest()
+
+
+def _marker(obj: dict[str, Any]) -> int:
+    """generation, or resourceVersion for kinds without one (a Service): both grow."""
+    meta = obj.get("metadata") or {}
+    value = meta.get("generation") or meta.get("resourceVersion") or 0
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return 0
 
 
 def _owned_by(obj: dict[str, Any], service_name: str) -> bool:

@@ -17,6 +17,7 @@ class OperatorMetrics:
     duration: Histogram
     managed_services: Gauge
     leader: Gauge
+    evaluations: Counter
 
     @classmethod
     def create(cls, registry: CollectorRegistry | None = None) -> OperatorMetrics:
@@ -35,6 +36,11 @@ class OperatorMetrics:
             ),
             managed_services=Gauge(
                 "llmservice_managed_services", "LLMServices being managed", registry=registry
+            ),
+            evaluations=Counter(
+                "llmservice_autoscaler_evaluations",
+                "Operator-mode autoscaling evaluations (each service, each interval)",
+                registry=registry,
             ),
             leader=Gauge(
                 "llmservice_leader",

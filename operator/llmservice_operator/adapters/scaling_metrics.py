@@ -15,10 +15,12 @@ from .prometheus_queries import PrometheusAdapter
 __all__ = [
     "ArrivalResult",
     "CompletionCounters",
+    "SampleBatch",
     "SampleResult",
     "arrival_rate_from_prometheus",
+    "sample_batch",
+    "samples_from_batch",
     "samples_from_pods",
-    "samples_from_prometheus",
 ]
 
 #: (samples by pod name, or None with the reason they are missing)
@@ -39,34 +41,53 @@ def arrival_rate_from_prometheus(prometheus: PrometheusAdapter, query: str) -> A
     return max(0.0, sum(values)), None
 
 
-def samples_from_prometheus(
-    prometheus: PrometheusAdapter, namespace: str, service: str, vllm_version: str
-) -> SampleResult:
+#: Every service's per-pod samples from one batch: (namespace, service) -> pod -> sample.
+SampleBatch = dict[tuple[str, str], dict[str, ReplicaSample]]
+
+
+def sample_batch(prometheus: PrometheusAdapter, vllm_version: str) -> SampleBatch | str:
+    """Every service's per-pod engine gauges in four queries, whatever the number of services
+    (grouped by namespace, service and pod); or the error that stopped them."""
     names = metric_names(vllm_version)
-    selector = f'{{namespace="{namespace}",llmservice="{service}"}}'
+    selector = '{llmservice!=""}'
+    by = "by (namespace, llmservice, pod)"
     queries = {
-        "waiting": f"sum by (pod) ({names.num_requests_waiting}{selector})",
-        "running": f"sum by (pod) ({names.num_requests_running}{selector})",
-        "kv": f"max by (pod) ({names.kv_cache_usage}{selector})",
-        "rate": f"sum by (pod) (rate({names.request_success}{selector}[1m]))",
+        "waiting": f"sum {by} ({names.num_requests_waiting}{selector})",
+        "running": f"sum {by} ({names.num_requests_running}{selector})",
+        "kv": f"max {by} ({names.kv_cache_usage}{selector})",
+        "rate": f"sum {by} (rate({names.request_success}{selector}[1m]))",
     }
-    values: dict[str, dict[str, float]] = {}
+    values: dict[str, dict[tuple[str, str, str], float]] = {}
     for key, query in queries.items():
         result = prometheus.query(query)
         if isinstance(result, str):
-            return None, result
-        values[key] = {s.labels.get("pod", ""): s.value for s in result}
-    samples = {}
-    for pod, waiting in values["waiting"].items():
-        if pod and pod in values["running"]:
-            kv = values["kv"].get(pod)
-            samples[pod] = ReplicaSample(
+            return result
+        values[key] = {
+            (
+                s.labels.get("namespace", ""),
+                s.labels.get("llmservice", ""),
+                s.labels.get("pod", ""),
+            ): s.value
+            for s in result
+        }
+    batch: SampleBatch = {}
+    for (namespace, service, pod), waiting in values["waiting"].items():
+        if pod and (namespace, service, pod) in values["running"]:
+            kv = values["kv"].get((namespace, service, pod))
+            batch.setdefault((namespace, service), {})[pod] = ReplicaSample(
                 waiting=max(0.0, waiting),
-                running=max(0.0, values["running"][pod]),
+                running=max(0.0, values["running"][(namespace, service, pod)]),
                 kv_cache_usage=None if kv is None else min(1.0, max(0.0, kv)),
-                completion_rate=values["rate"].get(pod),
+                completion_rate=values["rate"].get((namespace, service, pod)),
             )
-    return samples, None
+    return batch
+
+
+def samples_from_batch(batch: SampleBatch | str, namespace: str, service: str) -> SampleResult:
+    """One service's samples from a batch (an error batch is the error of every service)."""
+    if isinstance(batch, str):
+        return None, batch
+    return dict(batch.get((namespace, service), {})), None
 
 
 class CompletionCounters:

@@ -70,6 +70,7 @@ def run(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     import kopf
 
+    from ..adapters.background import BackgroundIO
     from ..adapters.health import Health
     from ..adapters.kube import KubeAdapter
     from ..adapters.metrics import OperatorMetrics
@@ -92,12 +93,23 @@ def _run(args: argparse.Namespace) -> int:
     metrics.leader.set(1)
     health.set_role("leader")
 
-    kube = KubeAdapter(api_client, cache_dir=settings.runtime_dir)
+    kube = KubeAdapter(
+        api_client, cache_dir=settings.runtime_dir, namespaces=settings.namespace_list()
+    )
+    background = BackgroundIO()
     state = OperatorState(
         settings=settings,
         metrics=metrics,
         kube=kube,
-        reconciler=Reconciler(kube, catalog, settings.prometheus_url, metrics),
+        background=background,
+        reconciler=Reconciler(
+            kube,
+            catalog,
+            settings.prometheus_url,
+            metrics,
+            background=background,
+            operator_namespace=settings.operator_namespace,
+        ),
         heartbeat=health.beat,
     )
     registry = kopf.OperatorRegistry()

@@ -6,6 +6,7 @@ the values (flags, env, volumes) that need logic, and the revision hash.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
@@ -51,6 +52,8 @@ class RenderInput:
     service: LLMService
     shape: ServingShape
     prometheus_url: str = "http://prometheus.monitoring.svc:9090"
+    #: Where the operator runs: its smoke tests and pod scrapes must pass the NetworkPolicy.
+    operator_namespace: str | None = None
 
     @property
     def name(self) -> str:
@@ -66,18 +69,27 @@ class RenderInput:
 
 
 @cache
+@functools.cache
 def _environment() -> jinja2.Environment:
+    # One environment, its templates compiled once: the package's files do not change while
+    # the operator runs (auto_reload would stat every file on every render).
     return jinja2.Environment(
         loader=jinja2.PackageLoader("llmservice_operator.render", "templates"),
         undefined=jinja2.StrictUndefined,
         autoescape=False,
         keep_trailing_newline=True,
+        auto_reload=False,
     )
+
+
+#: libyaml's loader where PyYAML has it (its wheels do): the pure-Python one was most of a
+#: reconcile's CPU.
+_YAML_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 def _render(template: str, **context: Any) -> dict[str, Any]:
     text = _environment().get_template(template).render(**context)
-    loaded = yaml.safe_load(text)
+    loaded = yaml.load(text, Loader=_YAML_LOADER)
     if not isinstance(loaded, dict):
         raise TypeError(f"template {template} did not render a mapping")
     return loaded
@@ -308,6 +320,10 @@ def pod_disruption_budget(render_input: RenderInput) -> dict[str, Any]:
     )
 
 
+#: Set on every namespace by the API server (NamespaceDefaultLabelName).
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
+
+
 def network_policy(render_input: RenderInput) -> dict[str, Any] | None:
     policy = render_input.spec.serving.network_policy
     if not policy.enabled:
@@ -322,6 +338,10 @@ def network_policy(render_input: RenderInput) -> dict[str, Any] | None:
         peers.append(entry or {"podSelector": {}})
     if policy.prometheus_namespace_selector is not None:
         peers.append({"namespaceSelector": {"matchLabels": policy.prometheus_namespace_selector}})
+    operator = render_input.operator_namespace
+    if operator is not None and operator != render_input.namespace:
+        # The smoke test and `metricsSource: pods` connect from the operator's pod.
+        peers.append({"namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: operator}}})
     return _render(
         "networkpolicy.yaml.j2",
         name=render_input.name,

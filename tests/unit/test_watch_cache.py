@@ -1,0 +1,175 @@
+"""The watch-fed caches (adapters/informer.py) and the apply that writes only on change
+(adapters/kube.py AppliedLedger), against fake list/watch endpoints."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from kubernetes.client.exceptions import ApiException
+from kubernetes.dynamic.exceptions import ResourceNotFoundError
+
+from llmservice_operator.adapters.informer import Informer, InformerSet, Kind
+from llmservice_operator.adapters.kube import AppliedLedger
+
+DEPLOYMENT = Kind("apps/v1", "Deployment")
+LABEL = "llmservice.dev/service"
+
+
+def obj(name: str, rv: int, service: str = "chat", namespace: str = "ml") -> dict[str, Any]:
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "resourceVersion": str(rv),
+            "generation": 1,
+            "labels": {LABEL: service},
+            "managedFields": [{"manager": "x"}],
+        },
+    }
+
+
+@dataclass
+class Response:
+    data: bytes
+
+
+@dataclass
+class FakeApi:
+    """A list, then scripted watch streams: each a list of events or an exception to raise."""
+
+    items: list[dict[str, Any]]
+    streams: list[list[dict[str, Any]] | Exception]
+    stop: threading.Event
+    lists: int = 0
+    watched_from: list[str] = field(default_factory=list)
+
+    def get(self, namespace: Any, label_selector: str, serialize: bool) -> Response:
+        self.lists += 1
+        listed = {"metadata": {"resourceVersion": str(10 * self.lists)}, "items": self.items}
+        return Response(json.dumps(listed).encode())
+
+    def watch(self, resource: Any, resource_version: str, **_: Any) -> Iterator[dict[str, Any]]:
+        self.watched_from.append(resource_version)
+        if not self.streams:
+            self.stop.set()
+            return iter(())
+        stream = self.streams.pop(0)
+        if isinstance(stream, Exception):
+            raise stream
+        return iter(stream)
+
+
+def informer(api: FakeApi, changes: list[str], resolve: Any = None) -> Informer:
+    return Informer(
+        DEPLOYMENT,
+        None,
+        LABEL,
+        resolve or (lambda _v, _k: api),
+        lambda _v, _k: None,
+        api,
+        lambda o: changes.append(o["metadata"]["name"]),
+        rediscover_s=0.01,
+    )
+
+
+def test_lists_then_watches_keeps_the_store_and_index_and_tells_each_change() -> None:
+    stop = threading.Event()
+    events = [
+        {"type": "ADDED", "raw_object": obj("chat-b", 11)},
+        {"type": "MODIFIED", "raw_object": obj("chat-a", 12)},
+        {"type": "BOOKMARK", "raw_object": {"metadata": {"resourceVersion": "13"}}},
+        {"type": "ADDED", "raw_object": obj("other-a", 14, service="other")},
+        {"type": "DELETED", "raw_object": obj("chat-b", 15)},
+    ]
+    api = FakeApi([obj("chat-a", 5)], [events], stop)
+    changes: list[str] = []
+    cache = informer(api, changes)
+    cache.run(stop)
+    assert cache.synced.is_set() and not cache.missing
+    assert api.watched_from[0] == "10"  # watched from the list's resourceVersion
+    assert [o["metadata"]["name"] for o in cache.owned_by("ml", "chat")] == ["chat-a"]
+    assert cache.owned_by("ml", "chat")[0]["metadata"]["resourceVersion"] == "12"
+    assert [o["metadata"]["name"] for o in cache.owned_by("ml", "other")] == ["other-a"]
+    assert "managedFields" not in cache.get("ml", "chat-a")["metadata"]  # type: ignore[index]
+    # the listing, then every event but the bookmark; and the final re-list
+    assert changes[:5] == ["chat-a", "chat-b", "chat-a", "other-a", "chat-b"]
+
+
+def test_an_expired_watch_is_listed_again_and_what_changed_meanwhile_is_told() -> None:
+    stop = threading.Event()
+    gone = ApiException(status=410, reason="Gone")
+    api = FakeApi([obj("chat-a", 5)], [gone], stop)
+    changes: list[str] = []
+    cache = informer(api, changes)
+    api_items_after = [obj("chat-a", 20)]
+
+    def get(namespace: Any, label_selector: str, serialize: bool) -> Response:
+        api.lists += 1
+        items = [obj("chat-a", 5)] if api.lists == 1 else api_items_after
+        listed = {"metadata": {"resourceVersion": str(10 * api.lists)}, "items": items}
+        return Response(json.dumps(listed).encode())
+
+    api.get = get  # type: ignore[method-assign]
+    cache.run(stop)
+    assert api.lists == 2
+    assert changes == ["chat-a", "chat-a"]  # listed, then changed while not watched
+    assert cache.get("ml", "chat-a")["metadata"]["resourceVersion"] == "20"  # type: ignore[index]
+
+
+def test_a_kind_the_cluster_does_not_serve_is_missing_and_looked_for_again() -> None:
+    stop = threading.Event()
+    tries: list[int] = []
+    api = FakeApi([obj("chat-a", 5)], [], stop)
+
+    def resolve(_v: str, _k: str) -> Any:
+        tries.append(1)
+        if len(tries) < 3:
+            raise ResourceNotFoundError("not served")
+        return api
+
+    cache = informer(api, [], resolve)
+    cache.run(stop)
+    assert len(tries) == 3 and cache.synced.is_set()
+    assert not cache.missing  # installed later: found without a restart
+    assert [o["metadata"]["name"] for o in cache.owned_by("ml", "chat")] == ["chat-a"]
+    informers = InformerSet({DEPLOYMENT: [cache]})
+    assert informers.owned_by(DEPLOYMENT, "ml", "chat") is not None
+    cache.missing = True
+    assert informers.owned_by(DEPLOYMENT, "ml", "chat") is None
+
+
+def _applied(rv: int, generation: int) -> dict[str, Any]:
+    return {"metadata": {"resourceVersion": str(rv), "generation": generation}}
+
+
+def test_the_ledger_applies_only_what_changed_or_was_changed_by_someone() -> None:
+    ledger = AppliedLedger()
+    key = ("Deployment", "ml", "chat")
+    desired = {"kind": "Deployment", "spec": {"replicas": 1}}
+    assert ledger.needed(key, desired, None)  # never applied
+    ledger.record(key, desired, _applied(10, 3))
+    assert not ledger.needed(key, desired, _applied(10, 3))  # the cache caught up
+    assert not ledger.needed(key, desired, _applied(9, 2))  # the cache still lags our write
+    assert not ledger.needed(key, desired, _applied(12, 3))  # only its status moved
+    assert ledger.needed(key, desired, _applied(13, 4))  # someone edited its spec
+    assert ledger.needed(key, desired, None)  # someone deleted it
+    assert ledger.needed(key, {**desired, "spec": {"replicas": 2}}, _applied(10, 3))
+    ledger.moved(key, _applied(14, 4))  # our autoscaler's replicas write
+    assert not ledger.needed(key, desired, _applied(14, 4))
+    ledger.forget(key)
+    assert ledger.needed(key, desired, _applied(14, 4))
+
+
+def test_a_kind_without_generation_is_followed_by_resource_version() -> None:
+    ledger = AppliedLedger()
+    key = ("Service", "ml", "chat")
+    desired = {"kind": "Service", "spec": {"selector": {"a": "b"}}}
+    ledger.record(key, desired, {"metadata": {"resourceVersion": "30"}})
+    assert not ledger.needed(key, desired, {"metadata": {"resourceVersion": "30"}})
+    assert ledger.needed(key, desired, {"metadata": {"resourceVersion": "31"}})
