@@ -189,8 +189,8 @@ def run(count: int, workers: int, timeout: float) -> dict[str, float]:
     info.wait_crd_established("llmservices.serving.llmservice.dev")
     kubectl("create", "namespace", namespace)
     image = load_operator_image(info)
-    values = chart_values(info, image, namespaces=[namespace], replicas=1,
-                          extra_env={"LLMSERVICE_WORKERS": str(workers)})  # fmt: skip
+    values = chart_values(info, image, namespaces=[namespace], replicas=1)
+    values["workers"] = workers
     values["resources"] = {"requests": {"cpu": "100m", "memory": "256Mi"},
                            "limits": {"memory": "2Gi"}}  # fmt: skip
     helm_install(info, RELEASE, values, wait=True)

@@ -87,10 +87,19 @@ class RealNode:
 
     # ------------------------------------------------------------------ paths
     @property
+    def _id(self) -> str:
+        return "llmservice-node-" + hashlib.sha256(str(self.directory).encode()).hexdigest()[:10]
+
+    @property
     def run_dir(self) -> Path:
         # Sockets live under /run: the state dir's path may exceed the 108 bytes of sun_path.
-        digest = hashlib.sha256(str(self.directory).encode()).hexdigest()[:10]
-        return Path("/run") / f"llmservice-node-{digest}"
+        return Path("/run") / self._id
+
+    @property
+    def cgroup_root(self) -> str:
+        """The node's own cgroup (in every v1 hierarchy): its pods live under it, so another
+        local cluster's node (or anything else on the host) is never touched by this one."""
+        return f"/{self._id}"
 
     @property
     def containerd_socket(self) -> Path:
@@ -239,6 +248,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
                 "x509": {"clientCAFile": str(pki.ca_crt)},
             },
             "authorization": {"mode": "Webhook"},
+            "cgroupRoot": self.cgroup_root,
             "registerNode": True,
             "registerWithTaints": [REAL_NODE_TAINT],
             "podLogsDir": str(self.pod_logs),
@@ -272,6 +282,13 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
     def prepare_run_dir(self) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
         self.run_dir.mkdir(parents=True, exist_ok=True)
+        for hierarchy in _cgroup_hierarchies():  # the kubelet wants its cgroup root to exist
+            root = hierarchy / self.cgroup_root.lstrip("/")
+            with contextlib.suppress(OSError):
+                root.mkdir(exist_ok=True)
+                for inherited in ("cpuset.cpus", "cpuset.mems"):  # empty: no task may join
+                    if (hierarchy / inherited).is_file():
+                        (root / inherited).write_text((hierarchy / inherited).read_text())
 
     def ctr(self, *args: str, timeout: float = 120) -> str:
         result = subprocess.run(
@@ -311,15 +328,16 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
         shutil.rmtree(self.run_dir, ignore_errors=True)
 
     def kill_pods(self) -> None:
-        """SIGKILL every process in the kubelet's pod cgroups (containers and sandboxes)."""
-        for hierarchy in _cgroup_hierarchies():
-            kubepods = hierarchy / "kubepods"
-            if not kubepods.is_dir():
-                continue
-            for procs in kubepods.rglob("cgroup.procs"):
+        """SIGKILL every process in this node's cgroup (its containers and sandboxes)."""
+        for root in self._cgroup_roots():
+            for procs in root.rglob("cgroup.procs"):
                 for pid in _read_pids(procs):
                     with contextlib.suppress(ProcessLookupError, PermissionError):
                         os.kill(pid, signal.SIGKILL)
+
+    def _cgroup_roots(self) -> list[Path]:
+        roots = [h / self.cgroup_root.lstrip("/") for h in _cgroup_hierarchies()]
+        return [r for r in roots if r.is_dir()]
 
     def _kill_shims(self) -> None:
         needle = str(self.containerd_socket).encode()
@@ -353,20 +371,17 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
                 subprocess.run(["umount", "-l", point], capture_output=True, check=False)
 
     def _remove_pod_cgroups(self) -> None:
-        for hierarchy in _cgroup_hierarchies():
-            kubepods = hierarchy / "kubepods"
-            if not kubepods.is_dir():
-                continue
+        for root in self._cgroup_roots():
             for _ in range(20):  # processes may still be exiting
                 dirs = sorted(
-                    (p for p in kubepods.rglob("*") if p.is_dir()),
+                    (p for p in root.rglob("*") if p.is_dir()),
                     key=lambda p: len(p.parts),
                     reverse=True,
                 )
-                for d in [*dirs, kubepods]:
+                for d in [*dirs, root]:
                     with contextlib.suppress(OSError):
                         d.rmdir()
-                if not kubepods.exists():
+                if not root.exists():
                     break
                 time.sleep(0.1)
 
