@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -113,6 +114,33 @@ def test_gateway_parent_renders_an_accepted_httproute(
     assert rule["backendRefs"][0]["weight"] == 100
 
 
+def _degraded(kubectl_json: Any, namespace: str, name: str) -> dict[str, Any]:
+    obj = kubectl_json("-n", namespace, "llmservice", name)
+    [cond] = [c for c in obj["status"]["conditions"] if c["type"] == "Degraded"]
+    return dict(cond)
+
+
+def _keda_service(kubectl: Any, kubectl_json: Any, namespace: str) -> None:
+    """mixtral in keda mode (scale to zero, woken at the gateway), its ScaledObject made."""
+    doc = _example(ROOT / "examples" / "mixtral-8x7b-fp8.yaml", namespace)
+    doc["spec"]["scaling"].update(mode="keda", minReplicas=0, arrivalRateQuery=ARRIVALS)
+    _apply(kubectl, doc)
+    wait_for("the ScaledObject", lambda: kubectl_json("-n", namespace, "scaledobject", "mixtral"))
+    wait_for("the Service", lambda: kubectl_json("-n", namespace, "service", "mixtral"), 60)
+
+
+def _degraded_is(
+    kubectl_json: Any, namespace: str, reason: str
+) -> Callable[[], dict[str, Any] | None]:
+    """For wait_for: the service's Degraded condition once its reason is ``reason``."""
+
+    def check() -> dict[str, Any] | None:
+        cond = _degraded(kubectl_json, namespace, "mixtral")
+        return cond if cond["reason"] == reason else None
+
+    return check
+
+
 def test_an_api_removed_after_discovery_is_treated_as_missing(
     cluster: ClusterInfo,
     namespace: str,
@@ -123,32 +151,68 @@ def test_an_api_removed_after_discovery_is_treated_as_missing(
 ) -> None:
     """KEDA uninstalled under a running operator: its ScaledObject list turns 404, and the
     operator must go on reconciling (here: recreate a deleted Service) instead of failing every
-    reconcile. A restarted operator must not trust discovery that another process left in the
-    shared /tmp cache of the kubernetes client (it still lists ScaledObject)."""
-    from kubernetes import config
-    from kubernetes.dynamic import DynamicClient
-
-    # Some other process on this machine (kubernetes' default) caches discovery with KEDA in it.
-    api_client = config.new_client_from_config(config_file=str(cluster.kubeconfig))  # type: ignore[no-untyped-call]
-    DynamicClient(api_client).resources.get(api_version="keda.sh/v1alpha1", kind="ScaledObject")  # type: ignore[no-untyped-call]
-
+    reconcile, and say on the keda service that its scaler API is missing (Degraded,
+    ScalerAPIMissing). A restarted operator, which finds the kind missing from its start, does
+    the same: were it to take the API for served, it would apply the ScaledObject, fail, and
+    write Degraded AsExpected."""
     operator = operators.start(namespace)
-    _secrets(kubectl, namespace)
-    _apply(kubectl, _example(ROOT / "examples" / "llama-3.1-8b.yaml", namespace))
-    wait_for("the Service", lambda: kubectl_json("-n", namespace, "service", "llama-8b"), 60)
+    _keda_service(kubectl, kubectl_json, namespace)
+    wait_for("Degraded AsExpected", _degraded_is(kubectl_json, namespace, "AsExpected"), 60)
+
+    def recreated() -> bool:
+        result = kubectl("-n", namespace, "get", "service", "mixtral", check=False)
+        return bool(result.returncode == 0)
+
     try:
         kubectl("delete", "crd", KEDA_CRD, "--wait=true", timeout=60)
-
-        def recreated() -> bool:
-            result = kubectl("-n", namespace, "get", "service", "llama-8b", check=False)
-            return bool(result.returncode == 0)
-
-        kubectl("-n", namespace, "delete", "service", "llama-8b")
+        missing = wait_for(
+            "Degraded ScalerAPIMissing", _degraded_is(kubectl_json, namespace, "ScalerAPIMissing")
+        )
+        assert missing["status"] == "True"
+        assert "needs the ScaledObject API" in missing["message"], missing
+        kubectl("-n", namespace, "delete", "service", "mixtral")
         wait_for("the Service recreated by the running operator", recreated, 60)
 
         operator.stop()
         operators.start(namespace)
-        kubectl("-n", namespace, "delete", "service", "llama-8b")
+        kubectl("-n", namespace, "delete", "service", "mixtral")
         wait_for("the Service recreated by a restarted operator", recreated, 60)
+        again = _degraded(kubectl_json, namespace, "mixtral")
+        assert (again["status"], again["reason"]) == ("True", "ScalerAPIMissing"), again
     finally:
         install_third_party_crds(cluster, kubectl)
+
+
+@pytest.mark.xfail(
+    reason=(
+        "product bug: the informer finds the re-installed kind (a reconcile for any other "
+        "reason then clears Degraded at once) but finding it reconciles nothing: the service "
+        "stays ScalerAPIMissing, without its ScaledObject, until the 5-minute resync"
+    ),
+    strict=False,
+)
+def test_a_reinstalled_scaler_api_is_noticed_without_a_restart(
+    cluster: ClusterInfo,
+    namespace: str,
+    kubectl: Any,
+    kubectl_json: Any,
+    operators: OperatorFactory,
+    third_party_crds: None,
+) -> None:
+    """KEDA installed again under the operator that saw it go: the kind is looked for again
+    every 30 s, so within a minute or so the ScaledObject is made again and Degraded clears."""
+    operators.start(namespace)
+    _keda_service(kubectl, kubectl_json, namespace)
+    wait_for("Degraded AsExpected", _degraded_is(kubectl_json, namespace, "AsExpected"), 60)
+    try:
+        kubectl("delete", "crd", KEDA_CRD, "--wait=true", timeout=60)
+        wait_for(
+            "Degraded ScalerAPIMissing", _degraded_is(kubectl_json, namespace, "ScalerAPIMissing")
+        )
+    finally:
+        install_third_party_crds(cluster, kubectl)
+    # Nothing else happens to the service meanwhile: only the re-discovery can wake it.
+    wait_for("Degraded AsExpected again", _degraded_is(kubectl_json, namespace, "AsExpected"), 90)
+    wait_for(
+        "the ScaledObject again", lambda: kubectl_json("-n", namespace, "scaledobject", "mixtral")
+    )
