@@ -35,7 +35,7 @@ from .render.objects import (
 )
 from .render.objects import service as render_service
 from .rollout import (
-    RESUME_ANNOTATION,
+    CONTROL_ANNOTATIONS,
     ConditionChange,
     DeploymentObservation,
     QueryResult,
@@ -67,7 +67,8 @@ class Decision:
     measure: tuple[ResolvedCheck, ...] | None = None
     smoke: SmokeTarget | None = None
     requeue_at: datetime | None = None
-    remove_resume_annotation: bool = False
+    #: Control annotations (rollout.CONTROL_ANNOTATIONS) the decision acted on: remove them.
+    remove_annotations: tuple[str, ...] = ()
 
 
 def referenced_secrets(body: dict[str, Any]) -> list[str]:
@@ -264,7 +265,8 @@ def decide(
             status=current.rollout,
             revisions=current.revisions,
             now=now,
-            resume_requested=RESUME_ANNOTATION in annotations,
+            controls={k: str(v) for k, v in annotations.items() if k in CONTROL_ANNOTATIONS},
+            revision_spec=_revision_spec(body),
             measurement=measurement,
             smoke=smoke,
         )
@@ -273,7 +275,7 @@ def decide(
         measure=rollout.measure,
         smoke=rollout.smoke,
         requeue_at=rollout.requeue_at,
-        remove_resume_annotation=rollout.resume_consumed,
+        remove_annotations=rollout.consumed,
     )
     if rescaled is not None:
         decision.events.append(rescaled)
@@ -284,6 +286,17 @@ def decide(
     status = _status(service, plan, current, rollout, serving, scaling, writer, generation)
     decision.status = status.model_dump(by_alias=True, mode="json")
     return decision
+
+
+#: The parts of the spec a revision (its pod template) is made of, kept per revision in
+#: status.revisions.log so that `kubectl llms undo` can restore them (slo: with gpu auto, the
+#: SLOs choose the GPU).
+REVISION_SPEC_KEYS = ("model", "engine", "resources", "serving", "slo")
+
+
+def _revision_spec(body: dict[str, Any]) -> dict[str, Any]:
+    spec = body.get("spec") or {}
+    return {k: spec[k] for k in REVISION_SPEC_KEYS if k in spec}
 
 
 def _rescaled_event(current: LLMServiceStatus, scaling: ScalingOutcome) -> Event | None:

@@ -49,7 +49,6 @@ from .events import Event
 from .observed import ObservedState
 from .render.labels import REVISION
 from .rollout import (
-    RESUME_ANNOTATION,
     QueryResult,
     ResolvedCheck,
     SmokeObservation,
@@ -250,7 +249,12 @@ class Reconciler:
             done, results = self._io.take(key, job, lambda: self._prometheus.measure(checks))
             if not done:
                 return None
-            measurement = results if isinstance(results, dict) else {}
+            # A job that raised answers every check with its error (an Error measurement).
+            measurement = (
+                results
+                if isinstance(results, dict)
+                else {c.name: f"the measurement failed: {results}" for c in checks}
+            )
             log.info("%s/%s: analysis measurement (%d checks)", *key, len(checks))
             # Decide as of now: the queries (and the smoke test) took time, which must not be
             # charged to the next interval, pause or deadline.
@@ -293,10 +297,10 @@ class Reconciler:
         service, as a ReconcileError condition and a Warning Event, then raised (backoff)."""
         try:
             applied = self._apply(decision, key[0], observed.missing_apis)
-            if decision.remove_resume_annotation and RESUME_ANNOTATION in (
-                body["metadata"].get("annotations") or {}
-            ):
-                self._kube.remove_annotation(*key, RESUME_ANNOTATION)
+            present = body["metadata"].get("annotations") or {}
+            for annotation in decision.remove_annotations:
+                if annotation in present:  # a control acted on (rollout.CONTROL_ANNOTATIONS)
+                    self._kube.remove_annotation(*key, annotation)
         except ApiException as err:
             message = _api_message(err)
             generation = body["metadata"].get("generation")

@@ -16,6 +16,8 @@ from .base import DURATION_PATTERN, ApiModel, cel
 __all__ = [
     "AnalysisSettings",
     "AnalysisStepSettings",
+    "BUILTIN_CHECKS",
+    "BackgroundAnalysis",
     "BlueGreenSettings",
     "CompareToStable",
     "CustomCheck",
@@ -23,12 +25,14 @@ __all__ = [
     "EnvVar",
     "GatewayParentRef",
     "LLMServiceSpec",
+    "LoadTestSettings",
     "ModelSource",
     "ModelSpec",
     "NetworkPeer",
     "NetworkPolicySpec",
     "PauseStep",
     "ResourcesSpec",
+    "RollbackWindow",
     "RolloutSpec",
     "RolloutStep",
     "ScalingBehavior",
@@ -373,13 +377,62 @@ class CustomCheck(ApiModel):
     threshold: float
 
 
+#: The built-in checks' names (rollout/analysis.py), for ``analysis.dryRun``. Each has an
+#: upper-case letter, which a custom check's name (a Kubernetes name) cannot.
+BUILTIN_CHECKS: tuple[str, ...] = (
+    "sampleCount",
+    "stableSampleCount",
+    "ttftP99Ms",
+    "tpotP99Ms",
+    "errorRate",
+    "ttftP99VsStablePercent",
+    "tpotP99VsStablePercent",
+)
+_DRY_RUN_UNKNOWN = (
+    "rollout.analysis.dryRun names a check that does not exist: use a built-in check "
+    "(" + ", ".join(BUILTIN_CHECKS) + ") or a customChecks name"
+)
+
+
 class AnalysisSettings(ApiModel):
-    """Argo Rollouts semantics: count measurements every interval; limits end the run early."""
+    """Argo Rollouts semantics: count measurements every interval; limits end the run early.
+
+    Frozen per rollout: the values in force when a rollout starts are kept in
+    ``status.rollout.frozen`` and judge the whole rollout; edits apply to the next one."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                cel(
+                    "!has(self.dryRun) || self.dryRun.all(n, n in "
+                    + "["
+                    + ", ".join(f"'{c}'" for c in BUILTIN_CHECKS)
+                    + "]"
+                    + " || (has(self.customChecks) && self.customChecks.exists(c, c.name == n)))",
+                    _DRY_RUN_UNKNOWN,
+                )
+            ]
+        }
+    )
 
     interval: str = Field(default="1m", pattern=DURATION_PATTERN)
     count: int = Field(default=3, ge=1, le=100)
     window: str | None = Field(
         default=None, pattern=DURATION_PATTERN, description="PromQL range; defaults to interval."
+    )
+    initial_delay: str | None = Field(
+        default=None,
+        pattern=DURATION_PATTERN,
+        description=(
+            "Time from the start of an analysis to its first measurement (Argo's initialDelay); "
+            "unset: one interval."
+        ),
+    )
+    error_retry_interval: str = Field(
+        default="10s",
+        pattern=DURATION_PATTERN,
+        description="After a measurement that errored (a query failed), the next is taken this "
+        "much later instead of a whole interval (Argo retries errors after 10s).",
     )
     min_samples: int = Field(default=50, ge=0, description="Requests per window below is NoData.")
     failure_limit: int = Field(default=0, ge=0)
@@ -388,11 +441,109 @@ class AnalysisSettings(ApiModel):
     on_no_data: Literal["inconclusive", "fail", "pass"] = "inconclusive"
     compare_to_stable: CompareToStable | None = None
     custom_checks: list[CustomCheck] = Field(default_factory=list, max_length=16)
+    dry_run: list[str] = Field(
+        default_factory=list,
+        max_length=24,
+        description=(
+            "Checks measured and reported (status and Events) whose verdicts never act: built-in "
+            "check names (ttftP99Ms, errorRate, ...) or customChecks names."
+        ),
+    )
+
+    @model_validator(mode="after")
+    def _dry_run_names(self) -> AnalysisSettings:
+        known = {*BUILTIN_CHECKS, *(c.name for c in self.custom_checks)}
+        if any(name not in known for name in self.dry_run):
+            raise ValueError(_DRY_RUN_UNKNOWN)
+        return self
+
+
+class BackgroundAnalysis(ApiModel):
+    """The analysis judged every interval from a step until promotion, whatever the step.
+
+    It uses ``rollout.analysis`` (interval, window, limits, checks); ``count`` does not apply:
+    it runs until promotion. A failure (or errors past ``consecutiveErrorLimit``) rolls back
+    at any step; too many inconclusive measurements pause the rollout (resuming starts it
+    afresh)."""
+
+    starting_step: int = Field(
+        default=0,
+        ge=0,
+        le=32,
+        description=(
+            "Index in rollout.steps from which it runs (0: from the first step, after the smoke "
+            "test; len(steps): only during the promotion)."
+        ),
+    )
+
+
+class RollbackWindow(ApiModel):
+    """Which earlier revisions come back fast: the smoke test only, no steps, no analysis."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                cel(
+                    "has(self.revisions) != has(self.duration)",
+                    "rollout.rollbackWindow sets exactly one of revisions, duration",
+                )
+            ]
+        }
+    )
+
+    revisions: int | None = Field(
+        default=None,
+        ge=1,
+        le=9,
+        description="A revision among the last N that served as stable before the current one.",
+    )
+    duration: str | None = Field(
+        default=None,
+        pattern=DURATION_PATTERN,
+        description="A revision that served as stable until at most this long ago.",
+    )
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> RollbackWindow:
+        if (self.revisions is None) == (self.duration is None):
+            raise ValueError("rollout.rollbackWindow sets exactly one of revisions, duration")
+        return self
+
+
+class LoadTestSettings(ApiModel):
+    """Traffic for a blue-green preview, so its pre-promotion analysis has something to judge.
+
+    A Job (the operator image running ``llmservice load``) sends open-loop requests to the
+    candidate's Ready pods from the smoke test to the switch, with the API key from
+    ``serving.apiKeySecretRef`` as clients send it."""
+
+    rate: float = Field(gt=0, le=1000, description="Requests per second.")
+    prompt_tokens: int = Field(default=256, ge=1, le=1_048_576)
+    output_tokens: int = Field(default=64, ge=1, le=1_048_576)
+    endpoint: Literal["completions", "chat"] = "completions"
 
 
 class BlueGreenSettings(ApiModel):
-    scale_down_delay_seconds: int = Field(default=300, ge=0, le=86_400)
+    scale_down_delay_seconds: int = Field(
+        default=30,
+        ge=0,
+        le=86_400,
+        description="How long the old revision stays at full size after a promotion (instant "
+        "switch back meanwhile); Argo's default.",
+    )
     auto_promote: bool = True
+    preview_replica_count: int | None = Field(
+        default=None,
+        ge=1,
+        le=1000,
+        description=(
+            "Candidate replicas behind the preview Service before the switch; it is scaled to "
+            "full size only at the switch. Unset: full size from the start."
+        ),
+    )
+    load_test: LoadTestSettings | None = Field(
+        default=None, description="Built-in load on the preview for pre-promotion analysis."
+    )
 
 
 class SmokeTestSettings(ApiModel):
@@ -406,6 +557,12 @@ class GatewayParentRef(ApiModel):
     name: str = Field(min_length=1)
     namespace: str | None = None
     section_name: str | None = None
+
+
+_STARTING_STEP = (
+    "rollout.backgroundAnalysis.startingStep must be an index in rollout.steps (or its length: "
+    "from the promotion)"
+)
 
 
 class RolloutSpec(ApiModel):
@@ -424,6 +581,12 @@ class RolloutSpec(ApiModel):
                     "|| !self.steps.exists(s, has(s.setWeight))",
                     "blueGreen rollouts switch all traffic at once: remove the setWeight steps",
                 ),
+                cel(
+                    "!has(self.backgroundAnalysis) || !has(self.backgroundAnalysis.startingStep) "
+                    "|| self.backgroundAnalysis.startingStep <= (has(self.steps) ? "
+                    "size(self.steps) : 0)",
+                    _STARTING_STEP,
+                ),
             ]
         }
     )
@@ -437,6 +600,21 @@ class RolloutSpec(ApiModel):
     blue_green: BlueGreenSettings = Field(default_factory=BlueGreenSettings)
     smoke_test: SmokeTestSettings = Field(default_factory=SmokeTestSettings)
     gateway_parent_ref: GatewayParentRef | None = None
+    background_analysis: BackgroundAnalysis | None = Field(
+        default=None, description="Judge the candidate every interval from a step to promotion."
+    )
+    rollback_window: RollbackWindow | None = Field(
+        default=None,
+        description="A revision that served as stable within it comes back with the smoke "
+        "test only (no steps, no analysis).",
+    )
+    abort_scale_down_delay_seconds: int = Field(
+        default=30,
+        ge=0,
+        le=86_400,
+        description="After an abort, how long the candidate keeps its replicas (0 traffic) "
+        "before it is scaled to 0 (kept until the spec changes or a retry).",
+    )
 
     @model_validator(mode="after")
     def _weights(self) -> RolloutSpec:
@@ -447,6 +625,9 @@ class RolloutSpec(ApiModel):
             raise ValueError(
                 "blueGreen rollouts switch all traffic at once: remove the setWeight steps"
             )
+        background = self.background_analysis
+        if background is not None and background.starting_step > len(self.steps):
+            raise ValueError(_STARTING_STEP)
         return self
 
 

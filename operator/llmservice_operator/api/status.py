@@ -2,20 +2,26 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field
 
 from .base import ApiModel
+from .spec import AnalysisSettings, BackgroundAnalysis, SLOSpec
 
 __all__ = [
+    "MEASUREMENT_HISTORY",
     "AnalysisMeasurement",
     "AnalysisRunStatus",
     "AutoscalingStatus",
+    "CheckHistory",
     "Condition",
     "ConditionStatus",
+    "FrozenAnalysis",
     "LLMServiceStatus",
+    "MeasurementPoint",
     "Phase",
+    "RevisionEntry",
     "RevisionRecord",
     "RevisionsStatus",
     "RolloutStatus",
@@ -25,6 +31,8 @@ __all__ = [
 ConditionStatus = Literal["True", "False", "Unknown"]
 Phase = Literal["Progressing", "Available", "Degraded", "InvalidSpec"]
 Verdict = Literal["Successful", "Failed", "Inconclusive", "Error", "NoData", "Running"]
+#: Measurements kept per check in ``status.rollout.analysis.checks`` (Argo keeps 10 too).
+MEASUREMENT_HISTORY = 10
 
 
 class Condition(ApiModel):
@@ -56,25 +64,52 @@ class SizingStatus(ApiModel):
 
 class RevisionRecord(ApiModel):
     revision: str
-    outcome: Literal["Promoted", "RolledBack", "Superseded"]
+    outcome: Literal["Promoted", "RolledBack", "Superseded", "Aborted"]
     reason: str = ""
     cause: str | None = Field(
         default=None,
         description=(
             "RolledBack: what failed (AnalysisFailed, AnalysisError, SmokeTestFailed, "
-            "ProgressDeadlineExceeded), the RolledBack condition's reason."
+            "ProgressDeadlineExceeded), the RolledBack condition's reason; Aborted: Aborted."
         ),
     )
     time: str
+
+
+class RevisionEntry(ApiModel):
+    """One revision the service ran: its number, the spec that made it, its time as stable."""
+
+    number: int = Field(
+        ge=1, description="Grows with each revision started (kubectl llms undo --to-revision)."
+    )
+    revision: str
+    spec: dict[str, Any] = Field(
+        default_factory=dict,
+        description="The pod-making parts of the spec as written (model, engine, resources, "
+        "serving): what `kubectl llms undo` restores.",
+        json_schema_extra={"x-kubernetes-preserve-unknown-fields": True},
+    )
+    created: str
+    stable_since: str | None = None
+    stable_until: str | None = Field(
+        default=None, description="When another revision replaced it as stable."
+    )
 
 
 class RevisionsStatus(ApiModel):
     stable: str | None = None
     candidate: str | None = None
     failed: str | None = Field(
-        default=None, description="Rolled-back revision; not retried until the spec changes."
+        default=None,
+        description="Rolled-back or aborted revision; not retried until the spec changes or a "
+        "retry (kubectl llms retry).",
     )
     history: list[RevisionRecord] = Field(default_factory=list, max_length=10)
+    log: list[RevisionEntry] = Field(
+        default_factory=list,
+        max_length=10,
+        description="The last revisions the service ran, oldest first (kubectl llms history).",
+    )
 
 
 class AnalysisMeasurement(ApiModel):
@@ -84,6 +119,22 @@ class AnalysisMeasurement(ApiModel):
     threshold: float | None = None
     verdict: Verdict
     message: str = ""
+    dry_run: bool | None = Field(default=None, description="Reported only; never acts.")
+
+
+class MeasurementPoint(ApiModel):
+    value: float | None = None
+    verdict: Verdict
+    time: str
+
+
+class CheckHistory(ApiModel):
+    """One check's last measurements (at most MEASUREMENT_HISTORY), oldest first."""
+
+    check: str
+    threshold: float | None = None
+    dry_run: bool | None = None
+    measurements: list[MeasurementPoint] = Field(default_factory=list, max_length=10)
 
 
 class AnalysisRunStatus(ApiModel):
@@ -97,7 +148,21 @@ class AnalysisRunStatus(ApiModel):
     consecutive_errors: int = 0
     next_measurement_at: str | None = None
     last: list[AnalysisMeasurement] = Field(default_factory=list)
+    checks: list[CheckHistory] = Field(
+        default_factory=list, description="Each check's last 10 measurements: value, verdict, time."
+    )
     message: str = ""
+
+
+class FrozenAnalysis(ApiModel):
+    """The analysis settings in force when the rollout started; they judge it to the end."""
+
+    analysis: AnalysisSettings
+    background_analysis: BackgroundAnalysis | None = None
+    slo: SLOSpec
+    edited: bool | None = Field(
+        default=None, description="The spec's settings changed since; they apply next rollout."
+    )
 
 
 class RolloutStatus(ApiModel):
@@ -107,8 +172,38 @@ class RolloutStatus(ApiModel):
     paused: bool = False
     pause_reason: str | None = None
     analysis: AnalysisRunStatus | None = None
+    background_analysis: AnalysisRunStatus | None = Field(
+        default=None, description="rollout.backgroundAnalysis's run (until promotion)."
+    )
     promoted_at: str | None = None
     message: str = ""
+    user_paused: bool | None = Field(
+        default=None, description="A person paused it (kubectl llms pause) until resumed."
+    )
+    promote_full: bool | None = Field(
+        default=None,
+        description="A person asked for a full promotion: every remaining step, pause and "
+        "analysis is skipped.",
+    )
+    analysis_skipped: bool | None = Field(
+        default=None, description="A person skipped the analysis for the rest of this rollout."
+    )
+    resume_after_analysis: bool | None = Field(
+        default=None,
+        description="A resume arrived during a running analysis: an inconclusive end goes on.",
+    )
+    promotion_approved: bool | None = Field(
+        default=None,
+        description="blueGreen: the switch was approved; the candidate is scaling to full size.",
+    )
+    fast_rollback: bool | None = Field(
+        default=None,
+        description="A revision within rollout.rollbackWindow: the smoke test only, no steps.",
+    )
+    scale_down_at: str | None = Field(
+        default=None, description="When an aborted candidate is scaled to 0."
+    )
+    frozen: FrozenAnalysis | None = None
 
 
 class AutoscalingStatus(ApiModel):

@@ -19,7 +19,15 @@ from .analysis import (
     start_run,
 )
 from .machine import (
+    ABORT_ANNOTATION,
+    BACKGROUND_PREFIX,
+    CONTROL_ANNOTATIONS,
+    PAUSE_ANNOTATION,
+    PROMOTE_ANNOTATION,
+    PROMOTE_FULL_ANNOTATION,
     RESUME_ANNOTATION,
+    RETRY_ANNOTATION,
+    SKIP_ANALYSIS_ANNOTATION,
     ConditionChange,
     DeploymentObservation,
     RolloutDecision,
@@ -35,7 +43,15 @@ from .machine import (
 from .smoke_verdict import SmokeObservation, SmokeRequest, SmokeResult, judge_smoke, smoke_requests
 
 __all__ = [
+    "ABORT_ANNOTATION",
+    "BACKGROUND_PREFIX",
+    "CONTROL_ANNOTATIONS",
+    "PAUSE_ANNOTATION",
+    "PROMOTE_ANNOTATION",
+    "PROMOTE_FULL_ANNOTATION",
     "RESUME_ANNOTATION",
+    "RETRY_ANNOTATION",
+    "SKIP_ANALYSIS_ANNOTATION",
     "AnalysisPolicy",
     "AnalysisTarget",
     "ConditionChange",

@@ -23,10 +23,17 @@ Three layers, each a plain function of its inputs:
      ``consecutiveErrorLimit: 4`` the fifth error in a row ends the run as Error. Errors are
      never failures: Prometheus being unreachable is not evidence against the candidate.
 
-   One deliberate difference: the first measurement is taken one ``interval`` after the run
-   starts, not at once (as if Argo's ``initialDelay`` were the interval). Every check is a rate
-   over a window; measured the moment traffic shifts, the window holds almost no candidate
-   traffic and would read as NoData.
+   One deliberate difference: without ``initialDelay`` the first measurement is taken one
+   ``interval`` after the run starts, not at once (as if Argo's ``initialDelay`` were the
+   interval). Every check is a rate over a window; measured the moment traffic shifts, the
+   window holds almost no candidate traffic and would read as NoData. With ``initialDelay``
+   it is taken that long after the start, as in Argo.
+
+   After an Error measurement the next one comes ``errorRetryInterval`` (10 s) later, not a
+   whole interval (or one interval, if that is shorter) (Argo's ``DefaultErrorRetryInterval``), so a Prometheus blip costs seconds.
+   Checks named in ``dryRun`` are measured and reported but never count towards a verdict
+   (Argo's ``dryRun``). Each check keeps its last :data:`MEASUREMENT_HISTORY` measurements
+   (value, verdict, time) in the run's ``checks``.
 
    Argo keeps these counters per metric; here one measurement covers every check (they share
    ``interval`` and ``count``), and its verdict is the worst of its checks in Argo's order
@@ -53,7 +60,13 @@ from ..api.spec import (
     CustomCheck,
     SLOSpec,
 )
-from ..api.status import AnalysisMeasurement, AnalysisRunStatus
+from ..api.status import (
+    MEASUREMENT_HISTORY,
+    AnalysisMeasurement,
+    AnalysisRunStatus,
+    CheckHistory,
+    MeasurementPoint,
+)
 from ..api.timestamps import from_rfc3339, to_rfc3339
 from ..vllm.metrics import metric_names
 
@@ -125,7 +138,8 @@ class AnalysisPolicy:
     """The effective settings of one analysis run: ``rollout.analysis`` with a step's overrides."""
 
     interval_seconds: float
-    count: int
+    count: int | None
+    """Measurements in all; None: until the run is stopped (a background analysis)."""
     window: str
     """PromQL range, e.g. ``1m`` (``analysis.window``, else the interval)."""
     min_samples: int
@@ -135,6 +149,12 @@ class AnalysisPolicy:
     on_no_data: Literal["inconclusive", "fail", "pass"]
     compare_to_stable: CompareToStable | None
     custom_checks: tuple[CustomCheck, ...] = ()
+    initial_delay_seconds: float | None = None
+    """First measurement this long after the start; None: one interval."""
+    error_retry_seconds: float = 10.0
+    """After an Error measurement, the next one this much later."""
+    dry_run: frozenset[str] = frozenset()
+    """Checks reported whose verdicts never act."""
 
     @classmethod
     def from_settings(
@@ -143,14 +163,17 @@ class AnalysisPolicy:
         step: AnalysisStepSettings | None = None,
         *,
         compare_to_stable: bool = True,
+        background: bool = False,
     ) -> AnalysisPolicy:
-        """``compare_to_stable=False`` drops the comparison (the stable serves no traffic)."""
+        """``compare_to_stable=False`` drops the comparison (the stable serves no traffic);
+        ``background``: no count, the run goes on until it is stopped."""
         interval = step.interval if step is not None and step.interval else settings.interval
         count = step.count if step is not None and step.count else settings.count
         window = settings.window or interval
+        delay = settings.initial_delay
         return cls(
             interval_seconds=parse_duration_seconds(interval),
-            count=count,
+            count=None if background else count,
             window=promql_duration(window),
             min_samples=settings.min_samples,
             failure_limit=settings.failure_limit,
@@ -159,7 +182,20 @@ class AnalysisPolicy:
             on_no_data=settings.on_no_data,
             compare_to_stable=settings.compare_to_stable if compare_to_stable else None,
             custom_checks=tuple(settings.custom_checks),
+            initial_delay_seconds=None if delay is None else parse_duration_seconds(delay),
+            error_retry_seconds=parse_duration_seconds(settings.error_retry_interval),
+            dry_run=frozenset(settings.dry_run),
         )
+
+    def describe(self) -> str:
+        """E.g. '3 measurement(s), one every 60s over a 1m window'."""
+        many = (
+            "measurements until promotion" if self.count is None else f"{self.count} measurement(s)"
+        )
+        first = ""
+        if self.initial_delay_seconds is not None:
+            first = f", the first after {self.initial_delay_seconds:g}s"
+        return f"{many}, one every {self.interval_seconds:g}s over a {self.window} window{first}"
 
 
 @dataclass(frozen=True)
@@ -501,7 +537,9 @@ def judge_measurement(
     for check in checks:
         read = reads[check.name]
         check_verdict, message = _judge(check, read, gates[check.role])
-        verdicts.append(_map_no_data(check_verdict, policy.on_no_data))
+        dry_run = check.name in policy.dry_run
+        if not dry_run:
+            verdicts.append(_map_no_data(check_verdict, policy.on_no_data))
         # NaN and infinities are not JSON: the status leaves the value out (the message says)
         finite = read.value is not None and math.isfinite(read.value) and check.error is None
         value = _round(read.value) if finite and read.value is not None else None
@@ -513,6 +551,7 @@ def judge_measurement(
                 threshold=check.threshold,
                 verdict=check_verdict,
                 message=message,
+                dry_run=True if dry_run else None,
             )
         )
 
@@ -533,7 +572,9 @@ def _map_no_data(verdict: CheckVerdict, on_no_data: str) -> MeasurementVerdict:
 
 def _summary(verdict: MeasurementVerdict, measured: Sequence[AnalysisMeasurement]) -> str:
     notable = [m for m in measured if m.verdict != "Successful"] or list(measured)
-    parts = [f"{m.check} {m.verdict}: {m.message}" for m in notable]
+    parts = [
+        f"{m.check} {m.verdict}{' (dry run)' if m.dry_run else ''}: {m.message}" for m in notable
+    ]
     return f"{verdict}: " + "; ".join(parts)
 
 
@@ -541,14 +582,37 @@ def _summary(verdict: MeasurementVerdict, measured: Sequence[AnalysisMeasurement
 
 
 def start_run(now: datetime, policy: AnalysisPolicy) -> AnalysisRunStatus:
-    """A new run; its first measurement is due one interval from now."""
-    first = now + timedelta(seconds=policy.interval_seconds)
+    """A new run; its first measurement is due ``initialDelay`` (else one interval) from now."""
+    delay = policy.initial_delay_seconds
+    first = now + timedelta(seconds=policy.interval_seconds if delay is None else delay)
     return AnalysisRunStatus(
         phase="Running",
         started_at=to_rfc3339(now),
         next_measurement_at=to_rfc3339(first),
-        message=f"0/{policy.count} measurements; first at {to_rfc3339(first)}",
+        message=f"0/{_of(policy)} measurements; first at {to_rfc3339(first)}",
     )
+
+
+def _of(policy: AnalysisPolicy) -> str:
+    return "until promotion" if policy.count is None else str(policy.count)
+
+
+def _history(
+    before: Sequence[CheckHistory], measured: Sequence[AnalysisMeasurement], now: datetime
+) -> list[CheckHistory]:
+    """Each check's last MEASUREMENT_HISTORY points with this measurement added."""
+    by_name = {h.check: h for h in before}
+    out: list[CheckHistory] = []
+    for m in measured:
+        point = MeasurementPoint(value=m.value, verdict=m.verdict, time=to_rfc3339(now))
+        old = by_name.get(m.check)
+        points = [*(old.measurements if old is not None else []), point][-MEASUREMENT_HISTORY:]
+        out.append(
+            CheckHistory(
+                check=m.check, threshold=m.threshold, dry_run=m.dry_run, measurements=points
+            )
+        )
+    return out
 
 
 def measurement_due(run: AnalysisRunStatus, now: datetime) -> bool:
@@ -567,8 +631,9 @@ def record_measurement(
 
     Worked example (count 3, failureLimit 0, inconclusiveLimit 0, consecutiveErrorLimit 4):
     Successful, Error, Error, Successful, Successful -> Successful after 5 measurements (errors
-    are retried and do not count); Successful, Failed -> Failed at once (1 > 0); five Errors in
-    a row -> Error (5 > 4).
+    are retried after ``errorRetryInterval`` and do not count); Successful, Failed -> Failed at
+    once (1 > 0); five Errors in a row -> Error (5 > 4). Without a count (a background run) it
+    never ends Successful: only a limit ends it.
     """
     if run.phase != "Running":
         return run
@@ -597,14 +662,17 @@ def record_measurement(
     elif consecutive > policy.consecutive_error_limit:
         phase = "Error"
         why = f"{consecutive} consecutive errors > consecutiveErrorLimit {policy.consecutive_error_limit}"
-    elif taken >= policy.count:
+    elif policy.count is not None and taken >= policy.count:
         phase = "Successful"
         why = f"{taken}/{policy.count} measurements taken"
     else:
         phase = "Running"
-        why = f"{taken}/{policy.count} measurements"
+        why = f"{taken}/{_of(policy)} measurements"
 
-    next_at = now + timedelta(seconds=policy.interval_seconds)
+    wait = policy.interval_seconds
+    if outcome.verdict == "Error":  # retried soon; never later than the next regular one
+        wait = min(wait, policy.error_retry_seconds)
+    next_at = now + timedelta(seconds=wait)
     return run.model_copy(
         update={
             "phase": phase,
@@ -616,6 +684,7 @@ def record_measurement(
             "consecutive_errors": consecutive,
             "next_measurement_at": to_rfc3339(next_at) if phase == "Running" else None,
             "last": list(outcome.measurements),
+            "checks": _history(run.checks, outcome.measurements, now),
             "message": f"{why}; last measurement {outcome.summary}",
         }
     )

@@ -35,20 +35,54 @@ analysis (e.g. no data: no traffic) pauses instead; resuming accepts it and move
 **Resume.** Everything the machine knows between calls is in the status it returns, so an
 operator that restarts mid-step goes on where it was: a setWeight step recomputes the same
 replicas (no double shift), an analysis keeps its counts and its next measurement time.
+
+**A person's controls** (annotations :data:`CONTROL_ANNOTATIONS`, which ``kubectl llms``
+sets; each is acted on once and removed, see :func:`step`):
+
+* ``pause``: holds the rollout at its step (analyses keep judging; a failure still rolls
+  back); ``resume`` lifts it. Without a person's pause, ``resume`` lifts the step's own pause
+  (a pause step, an inconclusive analysis, a blue-green switch awaiting promotion). A resume
+  that arrives during a running analysis is kept for it: an inconclusive end goes on.
+* ``promote``: the current step ends now (a pause, an analysis, a setWeight's wait; the
+  blue-green switch is approved); ``promote-full``: every remaining step, pause and analysis
+  is skipped. Neither skips ``prepare`` (Ready and smoke-tested before any traffic) nor the
+  wait for the candidate's replicas before it becomes stable.
+* ``skip-analysis``: no more analysis for this rollout (steps, background, post-promotion).
+* ``abort``: taken out like a failed candidate (stable to full size first, then traffic), but
+  kept at its replicas for ``abortScaleDownDelaySeconds``, then at 0, until the spec changes
+  or ``retry``, which runs an aborted or rolled-back revision again from the start.
+
+**Fast rollback.** A revision that served as stable within ``rollout.rollbackWindow`` runs
+``prepare`` (the smoke test) and then the promotion: no steps, no analysis.
+
+**Background analysis** (``rollout.backgroundAnalysis``) is judged every interval from its
+starting step to promotion, whatever the step; a failure rolls back at any step. The analysis
+settings (``rollout.analysis``, ``rollout.backgroundAnalysis``, the SLO) are frozen in the
+status when a rollout starts; edits apply to the next rollout.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
-from typing import Literal
+from typing import Any, Literal
 
 from ..api.base import parse_duration_seconds
-from ..api.spec import AnalysisStepSettings, RolloutSpec, SLOSpec
+from ..api.spec import (
+    AnalysisSettings,
+    AnalysisStepSettings,
+    BackgroundAnalysis,
+    RolloutSpec,
+    SLOSpec,
+)
 from ..api.status import (
+    AnalysisRunStatus,
     ConditionStatus,
+    FrozenAnalysis,
+    RevisionEntry,
     RevisionRecord,
     RevisionsStatus,
     RolloutStatus,
@@ -71,8 +105,16 @@ from .smoke_verdict import SmokeResult
 
 __all__ = [
     "ABANDONING",
+    "ABORT_ANNOTATION",
+    "BACKGROUND_PREFIX",
+    "CONTROL_ANNOTATIONS",
+    "PAUSE_ANNOTATION",
+    "PROMOTE_ANNOTATION",
+    "PROMOTE_FULL_ANNOTATION",
     "RESUME_ANNOTATION",
+    "RETRY_ANNOTATION",
     "ROLLING_BACK",
+    "SKIP_ANALYSIS_ANNOTATION",
     "SMOKE_RETRY_SECONDS",
     "ConditionChange",
     "DeploymentObservation",
@@ -88,13 +130,39 @@ __all__ = [
     "step",
 ]
 
-#: Annotation a person sets (any value) to resume a paused rollout; the operator removes it.
+#: Annotations a person sets (``kubectl llms``, or ``kubectl annotate``); the operator acts on
+#: each once and removes it. The value may name the revision it is meant for (what
+#: ``kubectl llms`` writes): a control for another revision is ignored, with an Event.
 RESUME_ANNOTATION = "llmservice.dev/resume"
+PAUSE_ANNOTATION = "llmservice.dev/pause"
+PROMOTE_ANNOTATION = "llmservice.dev/promote"
+PROMOTE_FULL_ANNOTATION = "llmservice.dev/promote-full"
+SKIP_ANALYSIS_ANNOTATION = "llmservice.dev/skip-analysis"
+ABORT_ANNOTATION = "llmservice.dev/abort"
+RETRY_ANNOTATION = "llmservice.dev/retry"
+CONTROL_ANNOTATIONS: tuple[str, ...] = (
+    RESUME_ANNOTATION,
+    PAUSE_ANNOTATION,
+    PROMOTE_ANNOTATION,
+    PROMOTE_FULL_ANNOTATION,
+    SKIP_ANALYSIS_ANNOTATION,
+    ABORT_ANNOTATION,
+    RETRY_ANNOTATION,
+)
 #: Seconds between smoke-test attempts while the candidate answers 503 or cannot be reached.
 SMOKE_RETRY_SECONDS = 10
 _HISTORY_LIMIT = 10
+#: The background analysis' checks are asked for (``RolloutDecision.measure``) under these keys.
+BACKGROUND_PREFIX = "background/"
+_REVISION = re.compile(r"^[0-9a-f]{10}$")
 #: ``status.rollout.pauseReason`` values of a pause a person can resume.
-_PAUSES = ("PauseStep", "AnalysisInconclusive", "AwaitingPromotion")
+_PAUSES = (
+    "PauseStep",
+    "AnalysisInconclusive",
+    "AwaitingPromotion",
+    "BackgroundAnalysisInconclusive",
+    "UserPaused",
+)
 #: ``status.rollout.pauseReason`` while the candidate is being taken out (since stepStartedAt).
 ROLLING_BACK = "RollingBack"
 ABANDONING = "Abandoning"
@@ -126,8 +194,14 @@ class Stage:
         return self.kind
 
 
-def build_plan(rollout: RolloutSpec) -> tuple[Stage, ...]:
-    """The stages a rollout walks; ``status.rollout.step`` indexes this tuple."""
+def build_plan(rollout: RolloutSpec, *, fast: bool = False) -> tuple[Stage, ...]:
+    """The stages a rollout walks; ``status.rollout.step`` indexes this tuple.
+
+    ``fast`` (a rollback within ``rollout.rollbackWindow``): ``prepare`` (the smoke test) and
+    the promotion only; blue-green switches without waiting for a person."""
+    if fast:
+        final = Stage("promote", weight=100) if rollout.strategy == "canary" else Stage("switch")
+        return (Stage("prepare"), final)
     stages = [Stage("prepare")]
     for index, spec_step in enumerate(rollout.steps):
         if spec_step.set_weight is not None:
@@ -224,8 +298,11 @@ class RolloutInput:
     status: RolloutStatus | None
     revisions: RevisionsStatus | None
     now: datetime
-    resume_requested: bool = False
-    """The ``llmservice.dev/resume`` annotation is present."""
+    controls: Mapping[str, str] = field(default_factory=dict)
+    """The object's annotations (only :data:`CONTROL_ANNOTATIONS` are read), with values."""
+    revision_spec: Mapping[str, Any] | None = None
+    """The pod-making parts of the spec as written (model, engine, resources, serving), kept
+    per revision in ``status.revisions.log`` for ``kubectl llms history`` / ``undo``."""
     measurement: Mapping[str, QueryResult] | None = None
     """Results of the checks a previous call asked for (:attr:`RolloutDecision.measure`)."""
     smoke: SmokeResult | None = None
@@ -278,13 +355,26 @@ class RolloutDecision:
     smoke: SmokeTarget | None = None
     requeue_at: datetime | None = None
     """Call again by then even if nothing changes (measurement, pause end, deadline)."""
-    resume_consumed: bool = False
-    """Remove the ``llmservice.dev/resume`` annotation."""
+    consumed: tuple[str, ...] = ()
+    """Control annotations acted on (or refused, with an Event): remove them."""
+    load_test: str | None = None
+    """blueGreen with ``blueGreen.loadTest``: load the preview of this revision now."""
 
 
 # -- the machine ----------------------------------------------------------------------------------
 
 _Outcome = Literal["wait", "next"]
+
+#: How ``kubectl llms`` calls each control (for Events about them).
+_COMMANDS = {
+    RESUME_ANNOTATION: "resume",
+    PAUSE_ANNOTATION: "pause",
+    PROMOTE_ANNOTATION: "promote",
+    PROMOTE_FULL_ANNOTATION: "promote --full",
+    SKIP_ANALYSIS_ANNOTATION: "skip-analysis",
+    ABORT_ANNOTATION: "abort",
+    RETRY_ANNOTATION: "retry",
+}
 
 
 @dataclass(frozen=True)
@@ -312,8 +402,16 @@ class _Machine:
     events: list[Event] = field(default_factory=list)
     layout: _Layout = field(default_factory=lambda: _Layout({}, Traffic(None, None, None, 0)))
     measure: tuple[ResolvedCheck, ...] | None = None
+    background_measure: tuple[ResolvedCheck, ...] | None = None
     smoke: SmokeTarget | None = None
     wake: list[datetime] = field(default_factory=list)
+    handled: set[str] = field(default_factory=set)
+    """Control annotations acted on or refused (with an Event) in this call."""
+    resume_used: bool = False
+    skip_step: bool = False
+    """``promote``: end the current step now."""
+    start_step: int | None = None
+    load_test: str | None = None
 
     # -- helpers ----------------------------------------------------------------------------
 
@@ -339,6 +437,21 @@ class _Machine:
     def deadline_seconds(self) -> int:
         return self.given.spec.progress_deadline_seconds
 
+    @property
+    def frozen(self) -> FrozenAnalysis:
+        """The analysis settings this rollout is judged by (frozen when it started)."""
+        if self.rollout is not None and self.rollout.frozen is not None:
+            return self.rollout.frozen
+        return self.live_settings()
+
+    def live_settings(self) -> FrozenAnalysis:
+        spec = self.given.spec
+        return FrozenAnalysis(
+            analysis=spec.analysis,
+            background_analysis=spec.background_analysis,
+            slo=self.given.slo,
+        )
+
     def obs(self, revision: str | None) -> DeploymentObservation:
         if revision is None:
             return DeploymentObservation(0, 0)
@@ -355,7 +468,7 @@ class _Machine:
     def record(
         self,
         revision: str,
-        outcome: Literal["Promoted", "RolledBack", "Superseded"],
+        outcome: Literal["Promoted", "RolledBack", "Superseded", "Aborted"],
         reason: str,
         cause: str | None = None,
     ) -> None:
@@ -375,6 +488,10 @@ class _Machine:
                 return entry
         return None
 
+    def aborted(self, revision: str | None) -> bool:
+        record = self.last_record(revision) if revision is not None else None
+        return record is not None and record.outcome == "Aborted"
+
     def rollback_cause(self, revision: str) -> str:
         """What failed when ``revision`` was rolled back (a condition reason)."""
         record = self.last_record(revision)
@@ -389,8 +506,262 @@ class _Machine:
     def step_deadline(self) -> datetime:
         return self.step_started() + timedelta(seconds=self.deadline_seconds)
 
+    def index(self) -> int:
+        step_ = self.rollout.step if self.rollout is not None else 0
+        return min(max(step_, 0), len(self.plan) - 1)
+
     def where(self, index: int) -> str:
         return f"step {index}/{len(self.plan) - 1} ({self.plan[index].describe()})"
+
+    def command(self, verb: str) -> str:
+        ref = self.given.service
+        return f"kubectl llms -n {ref.namespace} {verb} {ref.name}"
+
+    def resume_command(self) -> str:
+        ref = self.given.service
+        return (
+            f"{self.command('resume')} (or kubectl -n {ref.namespace} annotate llmservice "
+            f"{ref.name} {RESUME_ANNOTATION}=true)"
+        )
+
+    # -- a person's controls ----------------------------------------------------------------
+
+    def asked(self, key: str) -> bool:
+        """The control annotation is set and not yet acted on in this call."""
+        return key in self.given.controls and key not in self.handled
+
+    def refuse(self, key: str, why: str) -> None:
+        """Consume a control that cannot act now, and say why."""
+        if self.asked(key):
+            self.handled.add(key)
+            self.event("Normal", "ControlIgnored", f"{_COMMANDS[key]}: {why}")
+
+    def aimed_elsewhere(self, key: str, target: str | None) -> bool:
+        """The control names a revision (``kubectl llms`` writes the one it saw) that is not
+        ``target``: it was meant for a rollout that is over. Refused."""
+        value = (self.given.controls.get(key) or "").strip()
+        if self.asked(key) and _REVISION.match(value) and value != target:
+            now = f"the rollout is now of {target}" if target else "no rollout is in progress"
+            self.refuse(key, f"it was meant for revision {value}, but {now}")
+            return True
+        return False
+
+    def retry(self, desired: str) -> None:
+        """``retry``: the aborted or rolled-back revision the spec asks for runs again."""
+        failed = self.revisions.failed
+        if not self.asked(RETRY_ANNOTATION) or self.aimed_elsewhere(RETRY_ANNOTATION, failed):
+            return
+        if failed is None or failed != desired:
+            self.refuse(RETRY_ANNOTATION, "no aborted or rolled-back revision to run again")
+            return
+        self.handled.add(RETRY_ANNOTATION)
+        record = self.last_record(failed)
+        was = f"{record.outcome}: {record.reason}" if record is not None else "rolled back"
+        self.event(
+            "Normal",
+            "Retried",
+            f"revision {failed} is rolled out again from the start, by a person (it was {was})",
+        )
+        self.revisions = self.revisions.model_copy(update={"failed": None})
+
+    def abort(self, candidate: str, desired: str) -> bool:
+        """``abort``: the candidate is taken out like a failed one, and kept scaled down."""
+        if not self.asked(ABORT_ANNOTATION) or self.aimed_elsewhere(ABORT_ANNOTATION, candidate):
+            return False
+        self.handled.add(ABORT_ANNOTATION)
+        index = self.index()
+        self.layout = self.stage_layout(self.plan[index], index, candidate)
+        failure = _Fail("Aborted", f"aborted by a person ({_COMMANDS[ABORT_ANNOTATION]})")
+        self.fail(candidate, index, failure, outcome="Aborted")
+        self.wind_down(candidate, desired)
+        return True
+
+    def steer(self, candidate: str) -> None:
+        """``pause``, ``promote --full``, ``promote``, ``skip-analysis`` and a resume of a
+        person's pause, on the rollout in progress."""
+        rollout = self.rollout
+        assert rollout is not None
+        index = self.index()
+        if self.asked(PAUSE_ANNOTATION) and not self.aimed_elsewhere(PAUSE_ANNOTATION, candidate):
+            if rollout.user_paused:
+                self.refuse(PAUSE_ANNOTATION, "the rollout is already paused by a person")
+            else:
+                self.handled.add(PAUSE_ANNOTATION)
+                message = (
+                    f"{self.where(index)}: paused by a person; analyses keep judging (a failure "
+                    f"still rolls back); to go on: {self.command('resume')}"
+                )
+                self.update_rollout(
+                    user_paused=True, paused=True, pause_reason="UserPaused", message=message
+                )
+                self.event("Normal", "RolloutPaused", message)
+        if self.asked(PROMOTE_FULL_ANNOTATION) and not self.aimed_elsewhere(
+            PROMOTE_FULL_ANNOTATION, candidate
+        ):
+            self.handled.add(PROMOTE_FULL_ANNOTATION)
+            if not self.rollout or not self.rollout.promote_full:
+                self.update_rollout(promote_full=True)
+                self.event(
+                    "Normal",
+                    "PromotedFull",
+                    f"{self.where(index)}: full promotion of {candidate} asked by a person: the "
+                    "remaining steps, pauses and analyses are skipped; it becomes stable once it "
+                    f"is Ready at full size{' (after the smoke test)' if index == 0 else ''}",
+                )
+            self.lift_user_pause()
+        if self.asked(PROMOTE_ANNOTATION) and not self.aimed_elsewhere(
+            PROMOTE_ANNOTATION, candidate
+        ):
+            self.skip_step = True  # handled (or refused) where the step is: forced()/switch()
+            self.lift_user_pause()
+        if self.asked(SKIP_ANALYSIS_ANNOTATION) and not self.aimed_elsewhere(
+            SKIP_ANALYSIS_ANNOTATION, candidate
+        ):
+            self.handled.add(SKIP_ANALYSIS_ANNOTATION)
+            assert self.rollout is not None
+            if self.rollout.analysis_skipped:
+                self.refuse(SKIP_ANALYSIS_ANNOTATION, "the analysis is already skipped")
+            else:
+                self.update_rollout(analysis_skipped=True)
+                self.event(
+                    "Normal",
+                    "AnalysisSkipped",
+                    f"{self.where(index)}: a person skipped the analysis of revision {candidate}: "
+                    "no more analysis steps, background or post-promotion analysis in this rollout",
+                )
+        assert self.rollout is not None
+        if self.resumed and self.rollout.user_paused:
+            self.lift_user_pause()  # a resume lifts a person's pause first, and only that
+            self.resumed = False
+            self.resume_used = True
+
+    def lift_user_pause(self) -> None:
+        rollout = self.rollout
+        if rollout is None or not rollout.user_paused:
+            return
+        index = self.index()
+        update: dict[str, object] = {"user_paused": None, "paused": False, "pause_reason": None}
+        if self.plan[index].kind in ("prepare", "setWeight", "promote", "switch"):
+            update["step_started_at"] = to_rfc3339(self.now)  # its deadline counts from now
+        self.update_rollout(**update)
+        self.event("Normal", "Resumed", f"{self.where(index)}: a person's pause is lifted")
+
+    def forced(self, stage: Stage, index: int) -> _Outcome | None:
+        """What a person's promote, promote --full or skip-analysis makes of this step."""
+        rollout = self.rollout
+        assert rollout is not None
+        kind = stage.kind
+        if kind in ("prepare", "promote"):
+            if self.skip_step:
+                self.skip_step = False
+                why = (
+                    "the candidate must be Ready and pass the smoke test before any traffic"
+                    if kind == "prepare"
+                    else f"the promotion waits for the candidate's {self.candidate_total} "
+                    "replicas to be Ready"
+                )
+                self.refuse(PROMOTE_ANNOTATION, f"{self.where(index)} cannot be skipped: {why}")
+            return None
+        if rollout.promote_full and kind in ("setWeight", "pause", "analysis", "postPromotion"):
+            return "next"
+        if rollout.analysis_skipped and kind in ("analysis", "postPromotion"):
+            return "next"
+        if self.skip_step and kind != "switch":  # the switch is approved in switch()
+            self.skip_step = False
+            self.handled.add(PROMOTE_ANNOTATION)
+            self.event("Normal", "StepPromoted", f"{self.where(index)} ended by a person")
+            return "next"
+        return None
+
+    def hold(self, index: int) -> _Outcome:
+        """A person's pause: the rollout stays at this step."""
+        self.update_rollout(
+            paused=True,
+            pause_reason="UserPaused",
+            message=f"{self.where(index)}: paused by a person; to go on: {self.command('resume')}",
+        )
+        return "wait"
+
+    def notice_edits(self, candidate: str) -> None:
+        """The analysis settings are frozen when a rollout starts; say once that later edits
+        wait for the next rollout."""
+        rollout = self.rollout
+        assert rollout is not None
+        live = self.live_settings()
+        frozen = rollout.frozen
+        if frozen is None:  # a rollout started before settings were frozen: from now on
+            self.update_rollout(frozen=live)
+            return
+        if frozen.edited:
+            return
+        if frozen.model_dump(exclude={"edited"}) != live.model_dump(exclude={"edited"}):
+            self.update_rollout(frozen=frozen.model_copy(update={"edited": True}))
+            self.event(
+                "Normal",
+                "AnalysisSettingsFrozen",
+                f"the analysis settings (rollout.analysis, rollout.backgroundAnalysis, slo) "
+                f"changed during the rollout of {candidate}: it is judged to the end by those it "
+                "started with (status.rollout.frozen); the change applies to the next rollout",
+            )
+
+    # -- revisions: numbers, specs, time as stable -------------------------------------------
+
+    def remember(self, revision: str, *, stable: bool = False) -> None:
+        """Number ``revision`` (the one the spec asks for) as the newest, with its spec."""
+        log = list(self.revisions.log)
+        old = next((e for e in log if e.revision == revision), None)
+        now = to_rfc3339(self.now)
+        entry = RevisionEntry(
+            number=max((e.number for e in log), default=0) + 1,
+            revision=revision,
+            spec=dict(self.given.revision_spec or (old.spec if old is not None else {})),
+            created=now,
+            stable_since=now if stable else (old.stable_since if old is not None else None),
+            stable_until=None if stable else (old.stable_until if old is not None else None),
+        )
+        log = [e for e in log if e.revision != revision] + [entry]
+        keep = {self.revisions.stable, self.revisions.candidate, revision}
+        while len(log) > _HISTORY_LIMIT:
+            drop = next((e for e in log if e.revision not in keep), log[0])
+            log.remove(drop)
+        self.revisions = self.revisions.model_copy(update={"log": log})
+
+    def mark(self, revision: str, **update: object) -> None:
+        log = [
+            e.model_copy(update=update) if e.revision == revision else e for e in self.revisions.log
+        ]
+        self.revisions = self.revisions.model_copy(update={"log": log})
+
+    def within_window(self, revision: str) -> str | None:
+        """Why ``revision`` comes back fast (``rollout.rollbackWindow``), or None."""
+        window = self.given.spec.rollback_window
+        if window is None:
+            return None
+        entry = next((e for e in self.revisions.log if e.revision == revision), None)
+        if entry is None or entry.stable_until is None:
+            return None
+        until = from_rfc3339(entry.stable_until)
+        if window.duration is not None:
+            limit = parse_duration_seconds(window.duration)
+            ago = (self.now - until).total_seconds()
+            if ago > limit:
+                return None
+            return (
+                f"it served as stable until {ago:.0f}s ago, within rollbackWindow {window.duration}"
+            )
+        served = sorted(
+            (e for e in self.revisions.log if e.stable_until is not None),
+            key=lambda e: from_rfc3339(e.stable_until or ""),
+            reverse=True,
+        )
+        assert window.revisions is not None
+        rank = [e.revision for e in served].index(revision) + 1
+        if rank > window.revisions:
+            return None
+        return (
+            f"it is the {_ordinal(rank)} most recent stable revision before "
+            f"{self.revisions.stable}, within rollbackWindow {window.revisions} revision(s)"
+        )
 
     # -- entry ------------------------------------------------------------------------------
 
@@ -405,16 +776,20 @@ class _Machine:
                 "becomes stable without a rollout",
             )
             self.record(stable, "Superseded", f"its Deployment disappeared; {desired} took over")
+            self.mark(stable, stable_until=to_rfc3339(self.now))
             self.revisions = self.revisions.model_copy(update={"stable": None, "candidate": None})
             stable = None
         if stable is None:
             self.revisions = self.revisions.model_copy(
                 update={"stable": desired, "candidate": None, "failed": None}
             )
+            self.remember(desired, stable=True)
             self.settle(desired)
             return self.finish()
 
         candidate = self.revisions.candidate
+        if self.aimed_elsewhere(RESUME_ANNOTATION, candidate):
+            self.resumed = False
         if candidate is not None and (candidate != desired or candidate == self.revisions.failed):
             if not self.wind_down(candidate, desired):
                 return self.finish()
@@ -426,10 +801,14 @@ class _Machine:
         ):
             candidate = None  # the spec came back to the abandoned candidate: start it afresh
         if candidate is None:
+            self.retry(desired)
             if desired in (self.revisions.stable, self.revisions.failed):
                 self.settle(desired)
                 return self.finish()
             self.start(desired)
+        if self.abort(desired, desired):
+            return self.finish()
+        self.steer(desired)
         self.advance(desired)
         return self.finish()
 
@@ -441,14 +820,27 @@ class _Machine:
         assert stable is not None
         if self.revisions.failed is not None and desired != self.revisions.failed:
             self.revisions = self.revisions.model_copy(update={"failed": None})
+        if desired == stable and not any(e.revision == stable for e in self.revisions.log):
+            self.remember(stable, stable=True)  # a status from before the log
         replicas = {stable: max(0, self.given.total_replicas)}
         kept = self.kept_old_revision()
         if kept is not None:
             replicas[kept] = self.obs(kept).replicas
+        aborted = self.revisions.failed
+        if aborted is not None and self.aborted(aborted) and aborted in self.given.deployments:
+            replicas[aborted] = self.aborted_replicas(aborted)
         route = (100, 0) if self.gateway else None
         self.layout = _Layout(replicas, Traffic(stable, None, route, 0))
         if self.rollout is not None and (self.rollout.paused or self.rollout.pause_reason):
             self.update_rollout(paused=False, pause_reason=None)
+
+    def aborted_replicas(self, revision: str) -> int:
+        """An aborted candidate keeps its replicas (no traffic) until ``scaleDownAt``, then 0."""
+        at = self.rollout.scale_down_at if self.rollout is not None else None
+        if at is not None and self.now < from_rfc3339(at):
+            self.wake.append(from_rfc3339(at))
+            return self.obs(revision).replicas
+        return 0
 
     def kept_old_revision(self) -> str | None:
         """The previous stable of a blue-green promotion, within ``scaleDownDelaySeconds``.
@@ -480,12 +872,17 @@ class _Machine:
 
     def start(self, desired: str) -> None:
         stable = self.revisions.stable
+        fast = self.within_window(desired)
+        self.remember(desired)
         self.revisions = self.revisions.model_copy(update={"candidate": desired, "failed": None})
+        self.plan = build_plan(self.given.spec, fast=fast is not None)
         self.rollout = RolloutStatus(
             step=0,
             weight=0,
             step_started_at=to_rfc3339(self.now),
             message=f"{self.where(0)}: starting revision {desired}",
+            fast_rollback=True if fast is not None else None,
+            frozen=self.live_settings(),
         )
         self.resumed = False
         strategy = "blue-green" if not self.canary else "canary"
@@ -495,23 +892,53 @@ class _Machine:
             f"{strategy} rollout of revision {desired} replacing {stable}: "
             + ", ".join(s.describe() for s in self.plan),
         )
+        if fast is not None:
+            self.event(
+                "Normal",
+                "FastRollback",
+                f"revision {desired} comes back with the smoke test only, its steps and analysis "
+                f"skipped: {fast}",
+            )
 
     def advance(self, candidate: str) -> None:
         if self.rollout is None or self.rollout.step_started_at is None:
             self.update_rollout(step_started_at=to_rfc3339(self.now))
+        self.notice_edits(candidate)
+        self.start_step = self.index()
+        held = self.background(self.start_step, candidate)
+        if isinstance(held, _Fail):
+            index = self.index()
+            self.layout = self.stage_layout(self.plan[index], index, candidate)
+            self.fail(candidate, index, held)
+            self.wind_down(candidate, self.given.revision)
+            return
+        if held:  # an inconclusive background analysis holds the rollout at its step
+            index = self.index()
+            self.layout = self.stage_layout(self.plan[index], index, candidate)
+            self.update_rollout(weight=self.layout.traffic.canary_weight)
+            self.load_test = self.load_test_target(candidate, index)
+            return
         for _ in range(len(self.plan) + 1):
             assert self.rollout is not None
-            index = min(max(self.rollout.step, 0), len(self.plan) - 1)
+            index = self.index()
             stage = self.plan[index]
             self.layout = self.stage_layout(stage, index, candidate)
-            outcome = self.handle(stage, index, candidate)
+            outcome: _Outcome | _Fail
+            if self.rollout.user_paused and stage.kind not in ("analysis", "postPromotion"):
+                outcome = self.hold(index)
+            else:
+                outcome = self.forced(stage, index) or self.handle(stage, index, candidate)
+                if stage.kind == "switch":  # an approved switch sizes the candidate in full
+                    self.layout = self.stage_layout(stage, index, candidate)
+                if outcome == "next" and self.rollout.user_paused:
+                    outcome = self.hold(index)
             if isinstance(outcome, _Fail):
                 self.fail(candidate, index, outcome)
                 self.wind_down(candidate, self.given.revision)
                 return
             if outcome == "wait":
                 self.update_rollout(weight=self.layout.traffic.canary_weight)
-                return
+                break
             if index + 1 >= len(self.plan):
                 self.promote(candidate)
                 return
@@ -520,8 +947,22 @@ class _Machine:
                 step_started_at=to_rfc3339(self.now),
                 paused=False,
                 pause_reason=None,
+                resume_after_analysis=None,
+                promotion_approved=None,
             )
             self.resumed = False
+        index = self.index()
+        self.background(index, candidate, start_only=True)
+        self.load_test = self.load_test_target(candidate, index)
+
+    def load_test_target(self, candidate: str, index: int) -> str | None:
+        """blueGreen's built-in load test runs from the smoke test to the switch."""
+        rollout = self.rollout
+        if self.canary or self.given.spec.blue_green.load_test is None or rollout is None:
+            return None
+        if rollout.fast_rollback or index < 1 or self.plan[index].kind == "postPromotion":
+            return None
+        return candidate
 
     def stage_layout(self, stage: Stage, index: int, candidate: str) -> _Layout:
         """Replicas and traffic while the rollout is at ``stage``."""
@@ -530,8 +971,15 @@ class _Machine:
         total = self.total
         if not self.canary:
             switched = stage.kind == "postPromotion"
+            approved = stage.kind == "switch" and bool(
+                self.rollout is not None and self.rollout.promotion_approved
+            )
+            preview = self.given.spec.blue_green.preview_replica_count
+            size = self.candidate_total
+            if preview is not None and not (switched or approved):
+                size = min(preview, size)
             return _Layout(
-                {stable: total, candidate: self.candidate_total},
+                {stable: total, candidate: size},
                 Traffic(
                     candidate if switched else stable,
                     candidate,
@@ -579,10 +1027,11 @@ class _Machine:
         if stage.kind == "switch":
             return self.switch(index, candidate)
         compare = stage.kind == "analysis"
+        frozen = self.frozen
         policy = AnalysisPolicy.from_settings(
-            self.given.spec.analysis, stage.analysis, compare_to_stable=compare
+            frozen.analysis, stage.analysis, compare_to_stable=compare
         )
-        if stage.kind == "postPromotion" and not has_judging_checks(policy, self.given.slo):
+        if stage.kind == "postPromotion" and not has_judging_checks(policy, frozen.slo):
             self.event(
                 "Normal",
                 "PostPromotionAnalysisSkipped",
@@ -654,6 +1103,7 @@ class _Machine:
 
     def pause(self, stage: Stage, index: int) -> _Outcome:
         if self.resumed:
+            self.resume_used = True
             self.event("Normal", "Resumed", f"{self.where(index)} resumed by a person")
             return "next"
         if stage.pause_seconds is not None:
@@ -667,10 +1117,6 @@ class _Machine:
         self.enter_pause(index, "PauseStep", f"{self.where(index)}: paused {why}")
         return "wait"
 
-    def resume_command(self) -> str:
-        ref = self.given.service
-        return f"kubectl -n {ref.namespace} annotate llmservice {ref.name} {RESUME_ANNOTATION}=true"
-
     def enter_pause(self, index: int, reason: str, message: str) -> None:
         was = (
             self.rollout is not None and self.rollout.paused and self.rollout.pause_reason == reason
@@ -679,22 +1125,56 @@ class _Machine:
         if not was:
             self.event("Normal", "RolloutPaused", message)
 
-    def switch(self, index: int, candidate: str) -> _Outcome:
-        if self.given.spec.blue_green.auto_promote or self.resumed:
-            self.event(
-                "Normal",
-                "ActiveSwitched",
-                f"the active Service now selects revision {candidate}; {self.revisions.stable} stays "
-                "at full size until the post-promotion analysis passes",
+    def switch(self, index: int, candidate: str) -> _Outcome | _Fail:
+        """Approved (autoPromote, a person, a fast rollback or a full promotion), the candidate
+        scales to full size (``previewReplicaCount``), then the active Service selects it."""
+        rollout = self.rollout
+        assert rollout is not None
+        if not rollout.promotion_approved:
+            approved = bool(
+                self.given.spec.blue_green.auto_promote
+                or rollout.fast_rollback
+                or rollout.promote_full
             )
-            return "next"
-        self.enter_pause(
-            index,
-            "AwaitingPromotion",
-            f"{self.where(index)}: revision {candidate} is ready behind the preview Service; "
-            f"promote it: {self.resume_command()}",
+            if not approved and self.resumed:
+                approved, self.resume_used = True, True
+            if not approved and self.skip_step:
+                approved, self.skip_step = True, False
+                self.handled.add(PROMOTE_ANNOTATION)
+            if not approved:
+                self.enter_pause(
+                    index,
+                    "AwaitingPromotion",
+                    f"{self.where(index)}: revision {candidate} is ready behind the preview "
+                    f"Service; promote it: {self.command('promote')}",
+                )
+                return "wait"
+            self.update_rollout(
+                promotion_approved=True,
+                step_started_at=to_rfc3339(self.now),
+                paused=False,
+                pause_reason=None,
+            )
+        wanted = self.candidate_total
+        if self.obs(candidate).ready < wanted:
+            return self.await_ready(index, candidate, wanted)
+        assert self.revisions.stable is not None
+        stays = (
+            "is removed"
+            if len(self.plan) <= index + 1
+            else "stays at full size until the post-promotion analysis passes"
         )
-        return "wait"
+        self.event(
+            "Normal",
+            "ActiveSwitched",
+            f"the active Service now selects revision {candidate}; {self.revisions.stable} "
+            + (
+                f"is kept {self.given.spec.blue_green.scale_down_delay_seconds}s"
+                if stays == "is removed"
+                else stays
+            ),
+        )
+        return "next"
 
     def analysis(self, index: int, candidate: str, policy: AnalysisPolicy) -> _Outcome | _Fail:
         assert self.rollout is not None
@@ -703,25 +1183,16 @@ class _Machine:
             run = None  # the last run belongs to an earlier step
         if run is None:
             run = start_run(self.now, policy)
-            self.event(
-                "Normal",
-                "AnalysisStarted",
-                f"{self.where(index)}: {policy.count} measurement(s), one every "
-                f"{policy.interval_seconds:g}s over a {policy.window} window",
-            )
+            self.event("Normal", "AnalysisStarted", f"{self.where(index)}: {policy.describe()}")
+        before = run.phase
         if measurement_due(run, self.now):
-            target = AnalysisTarget(
-                namespace=self.given.service.namespace,
-                service=self.given.service.name,
-                candidate=candidate,
-                stable=self.revisions.stable if policy.compare_to_stable is not None else None,
-                vllm_version=self.given.service.vllm_version,
-            )
-            checks = resolve_checks(policy, self.given.slo, target)
-            if self.given.measurement is None:
+            target = self.target(candidate, policy)
+            checks = resolve_checks(policy, self.frozen.slo, target)
+            results = self.results(checks)
+            if results is None:
                 self.measure = checks
             else:
-                outcome = judge_measurement(checks, self.given.measurement, policy)
+                outcome = judge_measurement(checks, results, policy)
                 run = record_measurement(run, outcome, policy, self.now)
                 self.event(
                     "Normal" if outcome.verdict == "Successful" else "Warning",
@@ -735,10 +1206,12 @@ class _Machine:
                 self.wake.append(from_rfc3339(run.next_measurement_at))
             return "wait"
         if run.phase == "Successful":
-            self.event("Normal", "AnalysisSuccessful", f"{self.where(index)}: {run.message}")
+            if before == "Running":
+                self.event("Normal", "AnalysisSuccessful", f"{self.where(index)}: {run.message}")
             return "next"
         if run.phase == "Inconclusive":
-            if self.resumed:
+            if self.resumed or self.rollout.resume_after_analysis:
+                self.resume_used = self.resume_used or self.resumed
                 self.event(
                     "Normal", "Resumed", f"{self.where(index)}: inconclusive analysis accepted"
                 )
@@ -747,11 +1220,116 @@ class _Machine:
                 index,
                 "AnalysisInconclusive",
                 f"{self.where(index)}: analysis inconclusive, paused; to accept it and go on: "
-                f"{self.resume_command()}; to stop: change the spec back. {run.message}",
+                f"{self.resume_command()}; to stop: {self.command('abort')}. {run.message}",
             )
             return "wait"
         reason = "AnalysisError" if run.phase == "Error" else "AnalysisFailed"
         return _Fail(reason, run.message)
+
+    def target(self, candidate: str, policy: AnalysisPolicy) -> AnalysisTarget:
+        return AnalysisTarget(
+            namespace=self.given.service.namespace,
+            service=self.given.service.name,
+            candidate=candidate,
+            stable=self.revisions.stable if policy.compare_to_stable is not None else None,
+            vllm_version=self.given.service.vllm_version,
+        )
+
+    def results(
+        self, checks: tuple[ResolvedCheck, ...], prefix: str = ""
+    ) -> dict[str, QueryResult] | None:
+        """This measurement's results, when the previous call asked for every query of it."""
+        measured = self.given.measurement
+        if measured is None:
+            return None
+        queried = [c for c in checks if c.error is None]
+        if any(prefix + c.name not in measured for c in queried):
+            return None
+        return {c.name: measured[prefix + c.name] for c in queried}
+
+    def background(self, index: int, candidate: str, *, start_only: bool = False) -> _Fail | bool:
+        """``rollout.backgroundAnalysis`` at the rollout's current step: a failure, True while
+        an inconclusive run holds the rollout (until resumed), else False."""
+        rollout = self.rollout
+        assert rollout is not None
+        frozen = self.frozen
+        settings: BackgroundAnalysis | None = frozen.background_analysis
+        stage = self.plan[index]
+        if (
+            settings is None
+            or rollout.fast_rollback
+            or rollout.promote_full
+            or rollout.analysis_skipped
+            or stage.kind == "prepare"
+            or index < settings.starting_step + 1
+        ):
+            return False
+        policy = self.background_policy(frozen.analysis, stage)
+        run = rollout.background_analysis
+        if run is None:
+            run = start_run(self.now, policy)
+            self.event(
+                "Normal",
+                "AnalysisStarted",
+                f"background analysis from {self.where(index)}: {policy.describe()}",
+            )
+        elif start_only:
+            return False
+        elif run.phase == "Inconclusive":
+            if not (self.resumed or self.skip_step):  # resume, or promote: accept it, go on
+                self.hold_background(index, run)
+                return True
+            self.resume_used = self.resume_used or self.resumed
+            self.resumed = False
+            self.event(
+                "Normal",
+                "Resumed",
+                f"{self.where(index)}: inconclusive background analysis accepted; it starts afresh",
+            )
+            run = start_run(self.now, policy)
+        if not start_only and measurement_due(run, self.now):
+            checks = resolve_checks(policy, frozen.slo, self.target(candidate, policy))
+            results = self.results(checks, BACKGROUND_PREFIX)
+            if results is None:
+                self.background_measure = tuple(
+                    replace(c, name=BACKGROUND_PREFIX + c.name) for c in checks
+                )
+            else:
+                outcome = judge_measurement(checks, results, policy)
+                run = record_measurement(run, outcome, policy, self.now)
+                self.event(
+                    "Normal" if outcome.verdict == "Successful" else "Warning",
+                    "AnalysisMeasurement",
+                    f"background analysis at {self.where(index)}, measurement "
+                    f"{run.measurements_taken + run.errors}: {outcome.summary}",
+                )
+        self.update_rollout(background_analysis=run)
+        if run.phase == "Running":
+            if run.next_measurement_at is not None and self.background_measure is None:
+                self.wake.append(from_rfc3339(run.next_measurement_at))
+            return False
+        if run.phase == "Inconclusive":
+            self.hold_background(index, run)
+            return True
+        if run.phase in ("Failed", "Error"):
+            reason = "AnalysisError" if run.phase == "Error" else "AnalysisFailed"
+            return _Fail(reason, f"background analysis: {run.message}")
+        return False
+
+    def background_policy(self, settings: AnalysisSettings, stage: Stage) -> AnalysisPolicy:
+        # Compared with the stable only while the stable serves clients next to the candidate.
+        compare = self.canary or stage.kind not in ("switch", "postPromotion")
+        return AnalysisPolicy.from_settings(
+            settings, None, compare_to_stable=compare and self.canary, background=True
+        )
+
+    def hold_background(self, index: int, run: AnalysisRunStatus) -> None:
+        self.enter_pause(
+            index,
+            "BackgroundAnalysisInconclusive",
+            f"{self.where(index)}: background analysis inconclusive, paused; to accept it and "
+            f"go on: {self.resume_command()}; to stop: {self.command('abort')}. {run.message}",
+        )
 
     # -- ends -------------------------------------------------------------------------------
 
@@ -760,6 +1338,8 @@ class _Machine:
         assert old is not None
         self.record(old, "Superseded", f"replaced by {candidate}")
         self.record(candidate, "Promoted", "")
+        self.mark(old, stable_until=to_rfc3339(self.now))
+        self.mark(candidate, stable_since=to_rfc3339(self.now), stable_until=None)
         self.revisions = self.revisions.model_copy(
             update={"stable": candidate, "candidate": None, "failed": None}
         )
@@ -774,32 +1354,45 @@ class _Machine:
             pause_reason=None,
             promoted_at=to_rfc3339(self.now),
             message=message,
+            user_paused=None,
+            resume_after_analysis=None,
+            promotion_approved=None,
         )
         self.event("Normal", "Promoted", message)
         self.settle(candidate)
 
-    def fail(self, candidate: str, index: int, failure: _Fail) -> None:
+    def fail(
+        self,
+        candidate: str,
+        index: int,
+        failure: _Fail,
+        outcome: Literal["RolledBack", "Aborted"] = "RolledBack",
+    ) -> None:
         self.revisions = self.revisions.model_copy(update={"failed": candidate})
         self.record(
-            candidate, "RolledBack", f"{failure.reason}: {failure.message}", cause=failure.reason
+            candidate, outcome, f"{failure.reason}: {failure.message}", cause=failure.reason
         )
         self.event("Warning", failure.reason, f"{self.where(index)}: {failure.message}")
+        verb = "aborting" if outcome == "Aborted" else "rolling back"
         self.update_rollout(
             paused=False,
             pause_reason=ROLLING_BACK,
             step_started_at=to_rfc3339(self.now),
-            message=f"rolling back revision {candidate} from {self.where(index)}: "
+            user_paused=None,
+            message=f"{verb} revision {candidate} from {self.where(index)}: "
             f"{failure.reason}: {failure.message}",
         )
 
     def wind_down(self, candidate: str, desired: str) -> bool:
         """Take the candidate out: stable to full size first, then traffic, then removal.
 
-        Returns True once the candidate is gone from the plan (its Deployment is then removed).
+        Returns True once the candidate is gone from the plan (its Deployment is then removed,
+        or, aborted, kept scaled down).
         """
         stable = self.revisions.stable
         assert stable is not None
         rolled_back = self.revisions.failed == candidate
+        aborted = rolled_back and self.aborted(candidate)
         if not rolled_back and (self.rollout is None or self.rollout.pause_reason != ABANDONING):
             why = "spec reverted to it" if desired == stable else f"spec now asks for {desired}"
             self.record(candidate, "Superseded", f"replaced before promotion: {why}")
@@ -817,12 +1410,12 @@ class _Machine:
         ready = self.obs(stable).ready
         deadline = self.step_deadline()
         if ready < total and self.now < deadline:
-            index = min(max(self.rollout.step if self.rollout else 0, 0), len(self.plan) - 1)
+            index = self.index()
             layout = self.stage_layout(self.plan[index], index, candidate)
             replicas = {stable: total, candidate: self.obs(candidate).replicas}
             self.layout = _Layout(replicas, layout.traffic)
             self.wake.append(deadline)
-            verb = "rolling back" if rolled_back else "abandoning"
+            verb = "aborting" if aborted else "rolling back" if rolled_back else "abandoning"
             self.update_rollout(
                 weight=layout.traffic.canary_weight,
                 message=f"{verb} revision {candidate}: scaling stable {stable} back to {total} "
@@ -837,22 +1430,79 @@ class _Machine:
                 f"after the rollback began; moving traffic to it anyway",
             )
         self.revisions = self.revisions.model_copy(update={"candidate": None})
-        if rolled_back:
+        scale_down_at = None
+        if aborted:
+            delay = self.given.spec.abort_scale_down_delay_seconds
+            scale_down_at = to_rfc3339(self.now + timedelta(seconds=delay))
+            message = (
+                f"revision {candidate} aborted by a person; {stable} serves all traffic; "
+                f"{candidate} keeps its replicas for {delay}s, then is scaled to 0 until the spec "
+                f"changes or {self.command('retry')}"
+            )
+            self.event("Warning", "RolledBack", message)
+        elif rolled_back:
             why = record.reason if record is not None else "rolled back"
             message = f"revision {candidate} rolled back ({why}); {stable} serves all traffic"
             self.event("Warning", "RolledBack", message)
         else:
             message = f"revision {candidate} removed before promotion; {stable} serves all traffic"
             self.event("Normal", "CandidateRemoved", message)
-        self.update_rollout(weight=0, paused=False, pause_reason=None, message=message)
+        self.update_rollout(
+            weight=0, paused=False, pause_reason=None, message=message, scale_down_at=scale_down_at
+        )
         self.settle(desired)
         return True
 
     # -- output -----------------------------------------------------------------------------
 
+    def leftover_controls(self) -> None:
+        """Say what became of controls nothing acted on (they are removed all the same)."""
+        rollout = self.rollout
+        candidate = self.revisions.candidate
+        index = self.index() if rollout is not None else 0
+        if (
+            self.asked(RESUME_ANNOTATION)
+            and not self.resume_used
+            and candidate is not None
+            and rollout is not None
+            and rollout.step == self.start_step
+            and self.plan[index].kind in ("analysis", "postPromotion")
+            and rollout.analysis is not None
+            and rollout.analysis.phase == "Running"
+        ):
+            self.handled.add(RESUME_ANNOTATION)
+            self.update_rollout(resume_after_analysis=True)
+            self.event(
+                "Normal",
+                "ResumeDeferred",
+                f"{self.where(index)}: resume noted during a running analysis; the analysis is "
+                f"not cut short ({self.command('skip-analysis')} does that): if it ends "
+                "inconclusive the rollout goes on instead of pausing",
+            )
+        if self.resume_used:
+            self.handled.add(RESUME_ANNOTATION)
+        for key in CONTROL_ANNOTATIONS:
+            if candidate is None:
+                why = "no rollout is in progress"
+                if self.revisions.failed is not None:
+                    why += (
+                        f" (revision {self.revisions.failed} is aborted or rolled back: retry it)"
+                    )
+            elif rollout is not None and rollout.pause_reason in (ROLLING_BACK, ABANDONING):
+                why = f"revision {candidate} is being taken out"
+            elif key == RETRY_ANNOTATION:
+                why = f"a rollout of {candidate} is in progress"
+            else:
+                why = "nothing is paused"
+            self.refuse(key, why)
+
     def finish(self) -> RolloutDecision:
+        self.leftover_controls()
         requeue = min(self.wake) if self.wake else None
-        if self.measure is not None or self.smoke is not None:
+        measure = None
+        if self.measure is not None or self.background_measure is not None:
+            measure = (*(self.measure or ()), *(self.background_measure or ()))
+        if measure is not None or self.smoke is not None:
             requeue = self.now
         return RolloutDecision(
             rollout=self.rollout,
@@ -861,10 +1511,11 @@ class _Machine:
             traffic=self.layout.traffic,
             events=tuple(self.events),
             conditions=self.conditions(),
-            measure=self.measure,
+            measure=measure,
             smoke=self.smoke,
             requeue_at=requeue,
-            resume_consumed=self.given.resume_requested,
+            consumed=tuple(k for k in CONTROL_ANNOTATIONS if k in self.given.controls),
+            load_test=self.load_test if self.revisions.candidate is not None else None,
         )
 
     def conditions(self) -> tuple[ConditionChange, ...]:
@@ -888,14 +1539,22 @@ class _Machine:
         if failed is not None:
             record = self.last_record(failed)
             cause = self.rollback_cause(failed)
-            text = (
-                f"revision {failed} was rolled back ({record.reason if record else cause}); "
-                f"{self.revisions.stable} serves all traffic. Change the spec to try again."
-            )
+            if self.aborted(failed):
+                text = (
+                    f"revision {failed} was aborted by a person; {self.revisions.stable} serves "
+                    f"all traffic. Run it again: {self.command('retry')}; or change the spec."
+                )
+            else:
+                text = (
+                    f"revision {failed} was rolled back ({record.reason if record else cause}); "
+                    f"{self.revisions.stable} serves all traffic. Change the spec to try again, "
+                    f"or {self.command('retry')}."
+                )
+            degraded = "Aborted" if self.aborted(failed) else "RolledBack"
             return (
                 ConditionChange("Progressing", "False", "RolloutAborted", text),
                 ConditionChange("RolledBack", "True", cause, text),
-                ConditionChange("Degraded", "True", "RolledBack", text),
+                ConditionChange("Degraded", "True", degraded, text),
             )
         return (
             ConditionChange(
@@ -908,24 +1567,31 @@ class _Machine:
         )
 
 
+def _ordinal(n: int) -> str:
+    return {1: "1st", 2: "2nd", 3: "3rd"}.get(n, f"{n}th")
+
+
 def step(given: RolloutInput) -> RolloutDecision:
     """One reconcile's rollout decision; see the module docstring.
 
     Protocol: when the decision carries ``measure`` (or ``smoke``), run those queries (or the
     smoke test) and call :func:`step` again with the same input plus ``measurement`` (or
     ``smoke``); use only the last decision. The second call recomputes everything from the same
-    status, so the first decision's status and events are simply discarded.
+    status, so the first decision's status and events are simply discarded. Remove the
+    annotations in ``consumed`` once the decision is applied.
     """
     status = given.status
-    resumed = given.resume_requested or (
+    revisions = given.revisions or RevisionsStatus()
+    resumed = RESUME_ANNOTATION in given.controls or (
         status is not None and not status.paused and status.pause_reason in _PAUSES
     )
+    fast = bool(status is not None and status.fast_rollback and revisions.candidate)
     machine = _Machine(
         given=given,
-        revisions=given.revisions or RevisionsStatus(),
+        revisions=revisions,
         rollout=status,
         now=utc(given.now),
-        plan=build_plan(given.spec),
+        plan=build_plan(given.spec, fast=fast),
         resumed=resumed,
     )
     return machine.run()

@@ -66,6 +66,7 @@ class World:
     deployments: dict[str, DeploymentObservation] = field(default_factory=dict)
     status: dict[str, Any] = field(default_factory=dict)
     annotations: dict[str, str] = field(default_factory=dict)
+    revision_spec: dict[str, Any] | None = None
     prometheus_down: bool = False
     decisions: list[RolloutDecision] = field(default_factory=list)
     queries: list[tuple[ResolvedCheck, ...]] = field(default_factory=list)
@@ -105,8 +106,9 @@ class World:
         for check in checks:
             if self.prometheus_down:
                 out[check.name] = "Post http://prometheus:9090/api/v1/query: connection refused"
-            else:
-                out[check.name] = [Series({}, values.get(check.name, 0.0))]
+            else:  # the background analysis' checks come as "background/<check>"
+                name = check.name.rsplit("/", 1)[-1]
+                out[check.name] = [Series({}, values.get(name, 0.0))]
         return out
 
     def input(self) -> RolloutInput:
@@ -120,7 +122,8 @@ class World:
             status=self.rollout_status(),
             revisions=self.revisions_status(),
             now=self.now,
-            resume_requested="llmservice.dev/resume" in self.annotations,
+            controls=dict(self.annotations),
+            revision_spec=self.revision_spec,
         )
 
     def decide(self) -> RolloutDecision:
@@ -144,8 +147,8 @@ class World:
         if decision.rollout is not None:
             status["rollout"] = decision.rollout.to_wire()
         self.status = json.loads(json.dumps(status, allow_nan=False))
-        if decision.resume_consumed:
-            self.annotations.pop("llmservice.dev/resume", None)
+        for key in decision.consumed:
+            self.annotations.pop(key, None)
         # pods that were asked for last tick are Ready now; this tick's asks become Ready next
         observed: dict[str, DeploymentObservation] = {}
         for revision, replicas in decision.replicas.items():

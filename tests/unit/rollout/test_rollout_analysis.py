@@ -364,13 +364,14 @@ def test_run_counters_and_schedule() -> None:
     assert run.next_measurement_at == "2026-03-01T12:01:00Z"  # one interval in, not at once
     assert not measurement_due(run, T0 + timedelta(seconds=59))
     assert measurement_due(run, T0 + timedelta(seconds=60))
-    later = T0 + timedelta(seconds=75)  # a late reconcile: the next is one interval from now
+    later = T0 + timedelta(seconds=75)  # a late reconcile: the next is counted from now
     run = record_measurement(run, outcome_of("Error"), p, later)
     assert (run.errors, run.consecutive_errors, run.measurements_taken) == (1, 1, 0)
-    assert run.next_measurement_at == "2026-03-01T12:02:15Z"
-    run = record_measurement(run, outcome_of("Successful"), p, later + timedelta(minutes=1))
+    assert run.next_measurement_at == "2026-03-01T12:01:25Z"  # an error: retried after 10 s
+    run = record_measurement(run, outcome_of("Successful"), p, later + timedelta(seconds=10))
     assert (run.errors, run.consecutive_errors, run.measurements_taken) == (1, 0, 1)
     assert run.phase == "Running"
+    assert run.next_measurement_at == "2026-03-01T12:02:25Z"  # then a whole interval again
 
 
 def test_a_finished_run_records_nothing_more() -> None:

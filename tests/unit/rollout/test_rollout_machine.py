@@ -281,7 +281,8 @@ def test_no_data_pauses_instead_of_promoting() -> None:
     w.annotations["llmservice.dev/resume"] = "true"
     resumed = w.tick()
     assert "Resumed" in reasons([resumed])
-    assert resumed.resume_consumed and "llmservice.dev/resume" not in w.annotations
+    assert resumed.consumed == ("llmservice.dev/resume",)
+    assert "llmservice.dev/resume" not in w.annotations
     assert resumed.rollout is not None and resumed.rollout.step == 3
 
 
