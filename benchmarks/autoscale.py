@@ -37,23 +37,44 @@ unscaled model, a few times slower.
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import random
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from llmservice_operator import sizing
 from llmservice_operator.autoscale import (
+    CapacityPrior,
+    LearnedCapacity,
     PolicyConfig,
     ScaleHistory,
+    TokenCapacity,
     default_target_queue_depth,
 )
 from llmservice_operator.sim.engine import Arrival, simulate
 from llmservice_operator.sim.profile import EngineProfile
 
 from .fleet import FleetResult, Request, Router, Scaler, simulate_fleet
+from .frontier import (
+    OPERATOR_COLD,
+    OPERATOR_VARIANTS,
+    STATIC,
+    BaselineContext,
+    Point,
+    baseline_settings,
+    dump,
+    frontier_json,
+    frontier_table,
+    goal_lines,
+    operator_settings,
+    plot_frontier,
+    points_from_json,
+    points_table,
+)
 from .scalers import HpaScaler, KedaScaler, OperatorScaler, StaticScaler
 from .traces import (
     AZURE_CODE_DURATION_S,
@@ -64,6 +85,7 @@ from .traces import (
     azure_conv,
     coding_lengths,
     conversation_lengths,
+    day,
     diurnal,
 )
 
@@ -75,6 +97,12 @@ STARTUP_S = (90.0, 180.0)
 #: Traffic at the opening rate before the measured trace, from the same fleet for every
 #: dynamic scaler: two scale-down windows, so each is in its own steady state when it starts.
 PREROLL_S = 600.0
+#: The day trace: its 24 h in this many hours by default, its afternoon peak this many full
+#: replicas' worth of the conversation mix.
+DAY_HOURS = 4.0
+DAY_PEAK_REPLICAS = 4.0
+#: Where --frontier saves its plot (docs/autoscaling.md shows it).
+PLOT = Path("docs/autoscaling-frontier.png")
 
 
 @dataclass(frozen=True)
@@ -84,6 +112,19 @@ class Deployment:
     max_num_seqs: int
     token_scale: int
     summary: str
+    perf: sizing.PerformanceModel
+    """The roofline at the trace's own tokens (token scale 1)."""
+    kv_pool_tokens: int
+    """KV tokens a replica holds, at the trace's own tokens."""
+    prior: CapacityPrior
+    """What the operator plans on before it has seen a replica full."""
+
+    def wall_time(self, prefill_tokens: float, batch: int, decode_kv_tokens: float) -> float:
+        """Seconds of one engine iteration (the engine model: prefill plus decode), at the
+        trace's own tokens: what Dynamo's profiling measures."""
+        decode = self.perf.decode_step_ms(batch, round(decode_kv_tokens)) if batch else 0.0
+        prefill = self.perf.prefill_ms(round(prefill_tokens)) if prefill_tokens >= 1 else 0.0
+        return (prefill + decode) / 1e3
 
 
 def deployment(token_scale: int) -> Deployment:
@@ -113,7 +154,19 @@ def deployment(token_scale: int) -> Deployment:
         block_size=max(1, 16 // k),
         description=f"{MODEL} fp8 on {result.to_summary()}",
     )
-    return Deployment(profile, result.gpus_per_replica, result.max_num_seqs, k, profile.description)
+    prior = CapacityPrior(
+        perf, max_num_seqs=result.max_num_seqs, kv_pool_tokens=result.kv_pool_tokens
+    )
+    return Deployment(
+        profile,
+        result.gpus_per_replica,
+        result.max_num_seqs,
+        k,
+        profile.description,
+        perf,
+        result.kv_pool_tokens,
+        prior,
+    )
 
 
 def _builtin(model: str) -> dict[str, object]:
@@ -156,14 +209,7 @@ def warm_history(dep: Deployment, lengths: Lengths, capacity: float, seed: int) 
         t += rng.expovariate(1.5 * capacity)
         prompt, output = lengths(rng)
         requests.append(Request(t, math.ceil(prompt / k), math.ceil(output / k)))
-    scaler = OperatorScaler(
-        PolicyConfig(
-            min_replicas=1,
-            max_replicas=1,
-            max_num_seqs=dep.max_num_seqs,
-            target_queue_depth=default_target_queue_depth(dep.max_num_seqs),
-        )
-    )
+    scaler = OperatorScaler(operator_config(dep, 1))
     simulate_fleet(
         requests,
         300.0,
@@ -174,9 +220,30 @@ def warm_history(dep: Deployment, lengths: Lengths, capacity: float, seed: int) 
         token_scale=k,
         drain_limit_s=0.0,
     )
-    if scaler.history.throughput is None:
-        return ScaleHistory()
-    return ScaleHistory(throughput=(0.0, scaler.history.throughput[1]))
+    learned = scaler.history
+    return ScaleHistory(
+        throughput=None if learned.throughput is None else (0.0, learned.throughput[1]),
+        capacities=tuple(LearnedCapacity(c.gpu_type, 0.0, c.capacity) for c in learned.capacities),
+    )
+
+
+def describe_learned(history: ScaleHistory, dep: Deployment) -> str:
+    """What the operator's status holds about a full replica, in words."""
+    parts = []
+    if history.throughput:
+        parts.append(f"a full replica completes {history.throughput[1]:.2f} req/s")
+    if (learned := history.capacity_for(GPU)) is not None:
+        parts.append(f"{_tokens(learned.capacity)} learned")
+    if not parts:
+        return f"nothing (cold); it plans on the sizing's prior, {_tokens(dep.prior.at())}"
+    return "; ".join(parts)
+
+
+def _tokens(capacity: TokenCapacity) -> str:
+    return (
+        f"{capacity.prefill_tokens_per_second:.0f} prefill / "
+        f"{capacity.decode_tokens_per_second:.0f} decode tokens/s"
+    )
 
 
 def startup_delays(seed: int) -> list[float]:
@@ -199,6 +266,74 @@ def preroll(trace: Trace, lengths: Lengths, seed: int, duration_s: float) -> lis
     return out
 
 
+@dataclass(frozen=True)
+class Bench:
+    """One trace made ready for every scaler: the same requests (pre-roll first), start, bounds
+    and start-up delays."""
+
+    trace: Trace
+    requests: list[Request]
+    peak_replicas: int
+    """The static fleet: the trace's peak minute at 90% of a replica's throughput."""
+    max_replicas: int
+    """Every scaler's upper bound: 1.25x the static fleet + 1."""
+    initial: int
+    """Where every dynamic scaler starts: 1.2x the replicas the opening rate needs."""
+    delays: list[float]
+    target_queue_depth: float
+
+
+def bench(trace: Trace, dep: Deployment, capacity: float, seed: int, lengths: Lengths) -> Bench:
+    peak_replicas = math.ceil(trace.peak_rate() / (0.9 * capacity))
+    # Every dynamic scaler starts from the same fleet (1.2x what the opening rate needs), warm
+    # or cold, PREROLL_S before the trace, with the opening rate arriving: each settles into
+    # its own steady state (HPA and KEDA shrink on an empty queue, the operator grows to its
+    # plan) before anything is counted. The static fleet is its peak size throughout.
+    before = preroll(trace, lengths, seed, PREROLL_S)
+    shifted = [
+        Request(r.time + PREROLL_S, r.prompt_tokens, r.output_tokens)
+        for r in (*before, *trace.requests)
+    ]
+    return Bench(
+        trace=trace,
+        requests=scaled(shifted, dep.token_scale),
+        peak_replicas=peak_replicas,
+        max_replicas=math.ceil(peak_replicas * 1.25) + 1,
+        initial=max(1, math.ceil(trace.rate_at(0.0) / capacity * 1.2)),
+        delays=startup_delays(seed + 1),
+        target_queue_depth=default_target_queue_depth(dep.max_num_seqs),
+    )
+
+
+def run_scaler(b: Bench, dep: Deployment, scaler: Scaler, router: Router = "p2c") -> FleetResult:
+    """``scaler`` through the bench's trace (the static fleet at its size throughout)."""
+    return simulate_fleet(
+        b.requests,
+        PREROLL_S + b.trace.duration_s,
+        scaler,
+        dep.profile,
+        initial_replicas=scaler.replicas if isinstance(scaler, StaticScaler) else b.initial,
+        startup_delays=b.delays.__getitem__,
+        gpus_per_replica=dep.gpus_per_replica,
+        token_scale=dep.token_scale,
+        measure_from=PREROLL_S,
+        router=router,
+    )
+
+
+def operator_config(dep: Deployment, max_replicas: int, prior: bool = True) -> PolicyConfig:
+    """The operator's policy with its defaults for the benchmark's replica (and the sizing's
+    prior of its capacity, as the operator computes it)."""
+    return PolicyConfig(
+        min_replicas=1,
+        max_replicas=max_replicas,
+        max_num_seqs=dep.max_num_seqs,
+        target_queue_depth=default_target_queue_depth(dep.max_num_seqs),
+        gpu_type=GPU,
+        capacity_prior=dep.prior if prior else None,
+    )
+
+
 def run_trace(
     trace: Trace,
     dep: Deployment,
@@ -209,55 +344,24 @@ def run_trace(
     lengths: Lengths,
     gateway_rate: bool = True,
     router: Router = "p2c",
+    prior: bool = True,
 ) -> list[tuple[FleetResult, Scaler]]:
-    # Static: the peak minute at 90% of a replica's throughput.
-    peak_replicas = math.ceil(trace.peak_rate() / (0.9 * capacity))
-    max_replicas = math.ceil(peak_replicas * 1.25) + 1
-    initial = max(1, math.ceil(trace.rate_at(0.0) / capacity * 1.2))
-    target = default_target_queue_depth(dep.max_num_seqs)
-    delays = startup_delays(seed + 1)
-    policy = PolicyConfig(
-        min_replicas=1,
-        max_replicas=max_replicas,
-        max_num_seqs=dep.max_num_seqs,
-        target_queue_depth=target,
+    b = bench(trace, dep, capacity, seed, lengths)
+    target = b.target_queue_depth
+    operator = OperatorScaler(
+        operator_config(dep, b.max_replicas, prior), history=warm, gateway_rate=gateway_rate
     )
-    operator = OperatorScaler(policy, history=warm, gateway_rate=gateway_rate)
-    static = StaticScaler(peak_replicas)
     scalers: list[Scaler] = [
         operator,
-        HpaScaler(target=target, min_replicas=1, max_replicas=max_replicas),
-        KedaScaler(target=target, min_replica_count=0, max_replicas=max_replicas),
-        static,
+        HpaScaler(target=target, min_replicas=1, max_replicas=b.max_replicas),
+        KedaScaler(target=target, min_replica_count=0, max_replicas=b.max_replicas),
+        StaticScaler(b.peak_replicas),
     ]
-    # Every dynamic scaler starts from the same fleet (1.2x what the opening rate needs), warm
-    # or cold, PREROLL_S before the trace, with the opening rate arriving: each settles into
-    # its own steady state (HPA and KEDA shrink on an empty queue, the operator grows to its
-    # plan) before anything is counted. The static fleet is its peak size throughout.
-    start = {static.name: peak_replicas}
-    before = preroll(trace, lengths, seed, PREROLL_S)
-    shifted = [
-        Request(r.time + PREROLL_S, r.prompt_tokens, r.output_tokens)
-        for r in (*before, *trace.requests)
-    ]
-    requests = scaled(shifted, dep.token_scale)
     out = []
     for scaler in scalers:
         if only and not any(word in scaler.name.lower() for word in only):
             continue
-        result = simulate_fleet(
-            requests,
-            PREROLL_S + trace.duration_s,
-            scaler,
-            dep.profile,
-            initial_replicas=start.get(scaler.name, initial),
-            startup_delays=delays.__getitem__,
-            gpus_per_replica=dep.gpus_per_replica,
-            token_scale=dep.token_scale,
-            measure_from=PREROLL_S,
-            router=router,
-        )
-        out.append((result, scaler))
+        out.append((run_scaler(b, dep, scaler, router), scaler))
     return out
 
 
@@ -277,19 +381,29 @@ def table(rows: list[tuple[str, FleetResult]]) -> str:
     return "\n".join(lines)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.autoscale", description=__doc__)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--token-scale", type=int, default=4)
     parser.add_argument("--quick", action="store_true", help="20-minute traces (a smoke run)")
     parser.add_argument(
-        "--trace", choices=["all", "diurnal", "azure-code", "azure-conv"], default="all"
+        "--trace",
+        choices=["all", "diurnal", "azure-code", "azure-conv", "day"],
+        default="all",
+        help="all: diurnal and azure-code (with --frontier, day too)",
     )
     parser.add_argument("--only", nargs="*", default=[], help="scalers whose name has a word")
     parser.add_argument(
         "--cold",
         action="store_true",
-        help="start the operator with an empty status (it learns at its first saturation)",
+        help="start the operator with an empty status (it plans on the sizing's prior until "
+        "its first saturation)",
+    )
+    parser.add_argument(
+        "--no-prior",
+        action="store_true",
+        help="the operator without the sizing's prior (capacityPriorScale 0): cold, it plans on "
+        "nothing until its first saturation",
     )
     parser.add_argument(
         "--arrivals",
@@ -306,7 +420,59 @@ def main(argv: Sequence[str] | None = None) -> int:
         "(Envoy's LEAST_REQUEST default, the default here) or of all of them (nginx "
         "least_conn without slow start, which floods a replica that just became ready)",
     )
-    args = parser.parse_args(argv)
+    parser.add_argument(
+        "--day-hours",
+        type=float,
+        default=DAY_HOURS,
+        help=f"the day trace's 24 h compressed into this many hours (default {DAY_HOURS:g})",
+    )
+    parser.add_argument(
+        "--frontier",
+        action="store_true",
+        help="every scaler with its knob swept: the cost-SLO frontier per trace, as tables and "
+        "a plot (--plot)",
+    )
+    parser.add_argument(
+        "--plot", type=Path, default=PLOT, help=f"where --frontier saves its plot ({PLOT})"
+    )
+    parser.add_argument(
+        "--json", action="store_true", help="end the output with the frontier as one JSON object"
+    )
+    parser.add_argument(
+        "--merge",
+        nargs="+",
+        type=Path,
+        help="no simulation: merge the JSON objects of earlier --frontier --json runs (a point "
+        "of a later file replaces the same scaler and setting of an earlier one) and print their "
+        "tables and goals",
+    )
+    return parser
+
+
+def _traces(
+    args: argparse.Namespace, conv: float, code: float
+) -> list[tuple[Trace, float, Lengths]]:
+    quick = 1200.0 if args.quick else None
+    wanted = args.trace
+    traces: list[tuple[Trace, float, Lengths]] = []
+    if wanted in ("all", "diurnal"):
+        traces.append((diurnal(4.0 * conv, quick or 5400.0, args.seed), conv, conversation_lengths))
+    if wanted in ("all", "azure-code"):
+        trace = azure_code(4.0 * code, args.seed, quick or AZURE_CODE_DURATION_S)
+        traces.append((trace, code, coding_lengths))
+    if wanted == "azure-conv":
+        trace = azure_conv(4.0 * conv, args.seed, quick or AZURE_CONV_DURATION_S)
+        traces.append((trace, conv, conversation_lengths))
+    if wanted == "day" or (wanted == "all" and args.frontier):
+        trace = day(DAY_PEAK_REPLICAS * conv, quick or args.day_hours * 3600.0, args.seed)
+        traces.append((trace, conv, conversation_lengths))
+    return traces
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.merge:
+        return merge(args.merge, args)
     router: Router = "least" if args.router == "least" else "p2c"
 
     started = time.perf_counter()
@@ -320,56 +486,142 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{STARTUP_S[0]:.0f}-{STARTUP_S[1]:.0f} s; token scale {dep.token_scale}; router "
         f"{router}"
     )
-    quick = 1200.0 if args.quick else None
-    traces: list[tuple[Trace, float, Lengths]] = []
-    if args.trace in ("all", "diurnal"):
-        traces.append((diurnal(4.0 * conv, quick or 5400.0, args.seed), conv, conversation_lengths))
-    if args.trace in ("all", "azure-code"):
-        traces.append(
-            (
-                azure_code(4.0 * code, args.seed, quick or AZURE_CODE_DURATION_S),
-                code,
-                coding_lengths,
-            )
-        )
-    if args.trace == "azure-conv":
-        traces.append(
-            (
-                azure_conv(4.0 * conv, args.seed, quick or AZURE_CONV_DURATION_S),
-                conv,
-                conversation_lengths,
-            )
-        )
     rows: list[tuple[str, FleetResult]] = []
-    for trace, capacity, lengths in traces:
-        warm = ScaleHistory() if args.cold else warm_history(dep, lengths, capacity, args.seed)
+    frontier: dict[str, list[Point]] = {}
+    for trace, capacity, lengths in _traces(args, conv, code):
+        cold = args.cold or args.no_prior
+        warm = ScaleHistory() if cold else warm_history(dep, lengths, capacity, args.seed)
         prompt_median, output_median = trace.median_lengths()
         print(
             f"trace {trace.name}: {trace.description}; {len(trace.requests)} requests, "
-            f"peak minute {trace.peak_rate():.1f} req/s, median prompt {prompt_median} / "
+            f"peak minute {trace.peak_rate():.1f} req/s, mean {trace.mean_rate():.1f} "
+            f"(peak to mean {trace.peak_to_mean():.2f}), median prompt {prompt_median} / "
             f"output {output_median} tokens"
         )
-        learned = f"{warm.throughput[1]:.2f} req/s" if warm.throughput else "nothing (cold)"
-        print(f"  the operator starts knowing a full replica completes {learned}")
+        print(f"  the operator starts knowing {describe_learned(warm, dep)}")
         gateway_rate = args.arrivals == "gateway"
+        if args.frontier:
+            frontier[trace.name] = run_frontier(
+                trace, dep, capacity, args, warm, lengths, gateway_rate, router, started
+            )
+            continue
         runs = run_trace(
-            trace, dep, capacity, args.seed, args.only, warm, lengths, gateway_rate, router
+            trace,
+            dep,
+            capacity,
+            args.seed,
+            args.only,
+            warm,
+            lengths,
+            gateway_rate,
+            router,
+            prior=not args.no_prior,
         )
         for result, _ in runs:
             rows.append((trace.name, result))
-            shares = "  ".join(
-                f"<={slo:g}s {result.slo_attainment(slo):7.2%}" for slo in TTFT_SLOS_S
-            )
-            print(
-                f"  {result.scaler:<24} {shares}  "
-                f"p99 {result.ttft_percentile(0.99):7.2f} s  "
-                f"GPU-h {result.gpu_seconds / 3600:6.2f}  max {result.max_replicas():3d}  "
-                f"({time.perf_counter() - started:.0f} s)",
-                flush=True,
-            )
+            _progress(result.scaler, result, started)
     print()
-    print(table(rows))
+    if args.frontier:
+        report_frontier(frontier, args, f"seed {args.seed}, arrivals {args.arrivals}, {router}")
+    else:
+        print(table(rows))
     print(f"\n{time.perf_counter() - started:.1f} s", file=sys.stderr)
+    if args.json and args.frontier:
+        print(dump(frontier_json(frontier)))
+    return 0
+
+
+def _progress(label: str, result: FleetResult, started: float) -> None:
+    shares = "  ".join(f"<={slo:g}s {result.slo_attainment(slo):7.2%}" for slo in TTFT_SLOS_S)
+    print(
+        f"  {label:<24} {shares}  "
+        f"p99 {result.ttft_percentile(0.99):7.2f} s  "
+        f"GPU-h {result.gpu_seconds / 3600:6.2f}  max {result.max_replicas():3d}  "
+        f"({time.perf_counter() - started:.0f} s)",
+        flush=True,
+    )
+
+
+def run_frontier(
+    trace: Trace,
+    dep: Deployment,
+    capacity: float,
+    args: argparse.Namespace,
+    warm: ScaleHistory,
+    lengths: Lengths,
+    gateway_rate: bool,
+    router: Router,
+    started: float,
+) -> list[Point]:
+    """Every setting of every scaler through ``trace``: its points."""
+    b = bench(trace, dep, capacity, args.seed, lengths)
+    context = BaselineContext(
+        min_replicas=1,
+        max_replicas=b.max_replicas,
+        peak_replicas=b.peak_replicas,
+        target_queue_depth=b.target_queue_depth,
+        kv_capacity_tokens=dep.kv_pool_tokens,
+        max_num_seqs=dep.max_num_seqs,
+        wall_time=dep.wall_time,
+    )
+    config = operator_config(dep, b.max_replicas, prior=not args.no_prior)
+
+    def operator(history: ScaleHistory) -> Callable[[PolicyConfig], OperatorScaler]:
+        return lambda c: OperatorScaler(c, history=history, gateway_rate=gateway_rate)
+
+    settings = [
+        *operator_settings(config, operator(warm)),
+        *operator_settings(
+            config, operator(ScaleHistory()), OPERATOR_VARIANTS[:1], scaler=OPERATOR_COLD
+        ),
+        *baseline_settings(context),
+    ]
+    points = []
+    for setting in settings:
+        if args.only and not any(word.lower() in setting.scaler.lower() for word in args.only):
+            continue
+        result = run_scaler(b, dep, setting.make(), router)
+        points.append(
+            Point(
+                setting.scaler,
+                setting.setting,
+                result.gpu_seconds / 3600,
+                result.slo_attainment(2.0),
+            )
+        )
+        _progress(f"{setting.scaler}: {setting.setting}"[:48], result, started)
+    return points
+
+
+def report_frontier(
+    frontier: Mapping[str, Sequence[Point]], args: argparse.Namespace, title: str
+) -> None:
+    for name, points in frontier.items():
+        print(points_table(name, points))
+        print()
+    print(frontier_table(frontier))
+    print()
+    if all(any(p.scaler == STATIC for p in points) for points in frontier.values()):
+        for line in goal_lines(frontier):
+            print(line)
+        if args.plot:
+            plot_frontier(frontier, args.plot, f"Cost-SLO frontier ({title})")
+            print(f"plot: {args.plot}")
+
+
+def merge(paths: Sequence[Path], args: argparse.Namespace) -> int:
+    """The tables and goals of earlier --frontier --json runs, merged."""
+    merged: dict[str, dict[tuple[str, str], Point]] = {}
+    for path in paths:
+        text = path.read_text()
+        data = json.loads(text[text.index('{"traces"') :])
+        for trace, points in points_from_json(data).items():
+            for p in points:
+                merged.setdefault(trace, {})[(p.scaler, p.setting)] = p
+    frontier = {trace: list(points.values()) for trace, points in merged.items()}
+    report_frontier(frontier, args, ", ".join(p.name for p in paths))
+    if args.json:
+        print(dump(frontier_json(frontier)))
     return 0
 
 

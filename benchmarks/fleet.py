@@ -16,9 +16,12 @@ pure, driven by ``now``), so hours of traffic run in seconds. Around the engines
   first token. With no ready replica the request waits at the gateway and is sent on when one
   becomes ready (its TTFT counts the wait).
 * **Prometheus** scrapes every ready replica's ``num_requests_waiting`` /
-  ``num_requests_running`` / ``kv_cache_usage_perc`` / ``request_success_total`` and the
-  gateway's pending and arrived counts every ``scrape_interval`` seconds; rates are over the
-  last minute of scrapes (``rate(...[1m])``); scalers see only the last scrape.
+  ``num_requests_running`` / ``kv_cache_usage_perc`` / ``request_success_total`` /
+  ``prompt_tokens_total`` / ``generation_tokens_total`` and the gateway's pending and arrived
+  counts (requests and their tokens) every ``scrape_interval`` seconds; rates are over the
+  last minute of scrapes (``rate(...[1m])``), peaks too (``max_over_time(...[1m])``); scalers
+  see only the last scrape. Token counts are in the trace's tokens (the engine's times the
+  token scale).
 * **The scaler** (:class:`Scaler`) runs every ``interval`` seconds and returns the desired
   replica count.
 
@@ -40,7 +43,16 @@ from llmservice_operator.autoscale import Reading, ReplicaSample, counter_rate
 from llmservice_operator.sim.engine import Engine
 from llmservice_operator.sim.profile import EngineProfile
 
-__all__ = ["FleetResult", "FleetView", "Request", "Router", "Scaler", "route", "simulate_fleet"]
+__all__ = [
+    "FleetResult",
+    "FleetView",
+    "ReplicaPeak",
+    "Request",
+    "Router",
+    "Scaler",
+    "route",
+    "simulate_fleet",
+]
 
 
 @dataclass(frozen=True)
@@ -48,6 +60,15 @@ class Request:
     time: float
     prompt_tokens: int
     output_tokens: int
+
+
+@dataclass(frozen=True)
+class ReplicaPeak:
+    """One ready replica's highest gauges over the last minute of scrapes
+    (``max_over_time(...[1m])``)."""
+
+    waiting: float
+    kv_cache_usage: float
 
 
 @dataclass(frozen=True)
@@ -67,6 +88,11 @@ class FleetView:
     """Requests held at the gateway at the last scrape."""
     arrival_rate: float | None
     """Requests/s that reached the gateway over the minute before the last scrape."""
+    peaks: tuple[ReplicaPeak, ...] = ()
+    """The last minute's peaks of the replicas in ``samples`` (same order)."""
+    arrived: tuple[int, int, int] = (0, 0, 0)
+    """(requests, their prompt tokens, their output tokens) that reached the gateway up to the
+    last scrape: the frontend's counters."""
 
 
 class Scaler(Protocol):
@@ -86,7 +112,13 @@ class _Replica:
     released: float | None = None
     scheduled: bool = False
     completed: int = 0
+    prompt_tokens: int = 0
+    generated_tokens: int = 0
     scrapes: list[Reading] = field(default_factory=list)
+    prompt_scrapes: list[Reading] = field(default_factory=list)
+    generated_scrapes: list[Reading] = field(default_factory=list)
+    gauges: list[tuple[float, float, float]] = field(default_factory=list)
+    """(time, waiting, KV usage) of the last minute's scrapes."""
 
     @property
     def outstanding(self) -> int:
@@ -181,6 +213,9 @@ def simulate_fleet(
     gateway_scraped = 0
     arrival_scrapes: list[Reading] = []
     arrival_rate: float | None = None
+    peaks: dict[int, ReplicaPeak] = {}
+    arrived_tokens = [0, 0]
+    arrived_scraped = (0, 0, 0)
     end = duration_s
 
     def push(t: float, kind: int, rid: int = 0) -> None:
@@ -257,6 +292,8 @@ def simulate_fleet(
             request_id = f"r{rid}"
             arrival_time[request_id] = req.time
             arrivals += 1
+            arrived_tokens[0] += req.prompt_tokens * token_scale
+            arrived_tokens[1] += req.output_tokens * token_scale
             dispatch(now, request_id, req.prompt_tokens, req.output_tokens)
         elif kind == _STEP:
             replica = replicas[rid]
@@ -275,6 +312,8 @@ def simulate_fleet(
                 if token.index == 1:
                     first_token[token.request_id] = first_at
             replica.completed += len(step.finished)
+            replica.prompt_tokens += step.first_token_prompt_tokens * token_scale
+            replica.generated_tokens += len(step.tokens) * token_scale
             for stats in step.finished:
                 if stats.request_id in first_token:
                     first = first_token.pop(stats.request_id)
@@ -294,18 +333,32 @@ def simulate_fleet(
         elif kind == _SCRAPE:
             scraped = True
             samples = {}
+            peaks = {}
             for r in replicas:
                 if r.state != "ready":
                     continue
                 r.scrapes, completion_rate = counter_rate([*r.scrapes, (now, r.completed)], now)
+                r.prompt_scrapes, prompt_rate = counter_rate(
+                    [*r.prompt_scrapes, (now, r.prompt_tokens)], now
+                )
+                r.generated_scrapes, generated_rate = counter_rate(
+                    [*r.generated_scrapes, (now, r.generated_tokens)], now
+                )
+                kv = min(1.0, r.engine.kv_usage)
                 samples[r.rid] = ReplicaSample(
                     waiting=r.engine.num_waiting,
                     running=r.engine.num_running,
-                    kv_cache_usage=min(1.0, r.engine.kv_usage),
+                    kv_cache_usage=kv,
                     completion_rate=completion_rate,
                     ready_seconds=now - r.ready_at,
+                    prompt_token_rate=prompt_rate,
+                    generation_token_rate=generated_rate,
                 )
+                r.gauges = [g for g in r.gauges if g[0] > now - 60.0]
+                r.gauges.append((now, r.engine.num_waiting, kv))
+                peaks[r.rid] = ReplicaPeak(max(g[1] for g in r.gauges), max(g[2] for g in r.gauges))
             gateway_scraped = len(gateway)
+            arrived_scraped = (arrivals, arrived_tokens[0], arrived_tokens[1])
             arrival_scrapes, arrival_rate = counter_rate([*arrival_scrapes, (now, arrivals)], now)
             if _more_to_do(now, end, arrival_time, drain_limit_s):
                 push(now + scrape_interval, _SCRAPE)
@@ -321,6 +374,8 @@ def simulate_fleet(
                 scraped=scraped,
                 gateway_waiting=gateway_scraped,
                 arrival_rate=arrival_rate,
+                peaks=tuple(peaks[r.rid] for r in ready if r.rid in samples),
+                arrived=arrived_scraped,
             )
             apply(now, max(0, scaler.evaluate(view)))
             if _more_to_do(now, end, arrival_time, drain_limit_s):

@@ -1,6 +1,6 @@
 """Seeded synthetic request traces for the autoscaling benchmark.
 
-Three shapes (the default run uses ``diurnal`` and ``azure-code``):
+Four shapes (the default run uses ``diurnal`` and ``azure-code``; the frontier adds ``day``):
 
 ``azure-code``
     The *Azure LLM inference trace 2023*, coding service (same source as below:
@@ -31,7 +31,22 @@ Three shapes (the default run uses ``diurnal`` and ``azure-code``):
     flash-crowd bursts (1.5-2x the underlying rate for 3-6 minutes, 30 s ramps) at seeded
     times; Poisson arrivals; the same request-length mix as ``azure-conv``.
 
-Every trace is a pure function of its parameters and seed.
+``day``
+    A whole day (24 h) compressed into the trace's duration (4 h by default; the 24 h
+    uncompressed), with the swing of the public Azure LLM inference traces (the week-long 2024
+    samples, AzureLLMInferenceTrace_conv_1week.csv and _code_1week.csv, in
+    github.com/Azure/AzurePublicDataset; not downloaded here): a night trough at 04:00 a fifth
+    of the afternoon peak at 14:00-16:00 (trough to peak 5x, the middle of the 4-6x those
+    weeks show), following ``trough + (peak - trough) x ((1 - cos(2 pi (h - 4) / 24)) / 2)^1.5``
+    (the exponent makes the working day narrower than the night). On top, in real minutes
+    (not compressed): a drift of +-15% with ~5-minute memory and Gamma inter-arrivals with a
+    coefficient of variation of 1.5, as for ``azure-conv``. No flash crowds: the Azure days show
+    minute-scale noise on a slow swing. The conversation mix. Compressing the day shortens its
+    ramps, not the replicas' start-up: a compressed day is harder for an autoscaler than the
+    real one (a 4 h day rises from trough to peak in 1.7 h instead of 10 h).
+
+Every trace is a pure function of its parameters and seed; :meth:`Trace.peak_to_mean` is its
+busiest minute over its mean rate.
 """
 
 from __future__ import annotations
@@ -52,8 +67,10 @@ __all__ = [
     "Trace",
     "azure_code",
     "azure_conv",
+    "DAY_TROUGH_SHARE",
     "coding_lengths",
     "conversation_lengths",
+    "day",
     "diurnal",
 ]
 
@@ -93,6 +110,16 @@ class Trace:
                 lo += 1
             best = max(best, hi - lo + 1)
         return best / window_s
+
+    def mean_rate(self) -> float:
+        """Requests/s over the whole trace."""
+        return len(self.requests) / self.duration_s if self.duration_s > 0 else 0.0
+
+    def peak_to_mean(self, window_s: float = 60.0) -> float:
+        """The busiest ``window_s`` over the mean rate (a static fleet sized for the peak runs
+        at the inverse of this on average)."""
+        mean = self.mean_rate()
+        return self.peak_rate(window_s) / mean if mean > 0 else 0.0
 
     def median_lengths(self) -> tuple[int, int]:
         prompts = sorted(r.prompt_tokens for r in self.requests)
@@ -147,10 +174,12 @@ def _requests(times: list[float], rng: random.Random, lengths: Lengths) -> tuple
     return tuple(out)
 
 
-def _drift(rng: random.Random, duration_s: float, mean_rps: float) -> Callable[[float], float]:
+def _drift(
+    rng: random.Random, duration_s: float, mean_rps: float, spread: float = 0.25
+) -> Callable[[float], float]:
     """A rate drifting around ``mean_rps``: a log-normal random walk, mean-reverting over ~5
-    minutes, +-25% (one standard deviation)."""
-    step_s, reversion, sigma = 10.0, 10.0 / 300.0, 0.25 * math.sqrt(2 * 10.0 / 300.0)
+    minutes, +-``spread`` (one standard deviation; 25% by default)."""
+    step_s, reversion, sigma = 10.0, 10.0 / 300.0, spread * math.sqrt(2 * 10.0 / 300.0)
     levels = [0.0]
     for _ in range(int(duration_s / step_s) + 1):
         levels.append(levels[-1] * (1 - reversion) + rng.gauss(0.0, sigma))
@@ -212,6 +241,40 @@ def diurnal(peak_rps: float, duration_s: float, seed: int, trough_share: float =
         "diurnal",
         f"diurnal day in {duration_s / 3600:.1f} h, {trough_share * peak_rps:.1f}-{peak_rps:.1f} "
         "req/s, 4 bursts",
+        duration_s,
+        _requests(times, rng, conversation_lengths),
+        rate_at,
+    )
+
+
+#: The day's night trough as a share of its afternoon peak (trough to peak 5x).
+DAY_TROUGH_SHARE = 0.2
+#: Hour of the night trough, and how much narrower than a cosine the working day is.
+DAY_TROUGH_HOUR, DAY_SHAPE_EXPONENT = 4.0, 1.5
+#: The day's minute-scale drift (one standard deviation) and the arrivals' coefficient of
+#: variation.
+DAY_DRIFT, DAY_CV = 0.15, 1.5
+
+
+def day(peak_rps: float, duration_s: float, seed: int) -> Trace:
+    """A 24 h day compressed into ``duration_s`` (see the module docstring)."""
+    rng = random.Random(seed)
+    drift = _drift(rng, duration_s, 1.0, DAY_DRIFT)
+    trough = DAY_TROUGH_SHARE * peak_rps
+
+    def shape(t: float) -> float:
+        hour = 24.0 * t / duration_s
+        phase = (1 - math.cos(2 * math.pi * (hour - DAY_TROUGH_HOUR) / 24.0)) / 2
+        return trough + (peak_rps - trough) * float(phase**DAY_SHAPE_EXPONENT)
+
+    def rate_at(t: float) -> float:
+        return shape(t) * drift(t)
+
+    times = _arrivals(rate_at, duration_s, DAY_CV, rng)
+    return Trace(
+        "day",
+        f"a day (24 h) in {duration_s / 3600:g} h, {trough:.1f}-{peak_rps:.1f} req/s "
+        f"(trough to peak {1 / DAY_TROUGH_SHARE:g}x), drift +-{DAY_DRIFT:.0%}, cv {DAY_CV:g}",
         duration_s,
         _requests(times, rng, conversation_lengths),
         rate_at,

@@ -369,7 +369,16 @@ class Reconciler:
             return ScalingOutcome(previous.desired_replicas, previous, previous.degraded_reason)
         (samples, error), arrivals = inputs
         outcome = evaluate_scaling(
-            spec, plan.sizing.max_num_seqs, previous, observed.pods, samples, error, now, *arrivals
+            spec,
+            plan.sizing.max_num_seqs,
+            previous,
+            observed.pods,
+            samples,
+            error,
+            now,
+            *arrivals,
+            plan=plan,
+            catalog=self._catalog,
         )
         memory.autoscaling = outcome.status
         if self._metrics is not None:

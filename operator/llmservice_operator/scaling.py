@@ -8,23 +8,36 @@ them the last desired count stands.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 from .api.spec import ScalingSpec
 from .api.status import AutoscalingStatus
 from .api.timestamps import from_rfc3339, to_rfc3339
 from .autoscale import (
+    CapacityPrior,
     PolicyConfig,
     ReplicaSample,
     ScalingInputs,
     decide_replicas,
     history_from_status,
 )
+from .service_plan import ServicePlan, resolve_architecture
+from .sizing import (
+    GpuCatalog,
+    GpuType,
+    KvCacheDtype,
+    ModelArchitecture,
+    Quantization,
+    SizingError,
+    performance_model,
+)
 
 __all__ = [
     "ScalingOutcome",
+    "capacity_prior_for",
     "evaluate_scaling",
     "evaluation_due",
     "pod_counts",
@@ -83,6 +96,63 @@ def pod_counts(pods: list[dict[str, Any]]) -> tuple[list[str], int]:
     return ready, loading
 
 
+def capacity_prior_for(plan: ServicePlan, catalog: GpuCatalog) -> CapacityPrior | None:
+    """The sizing's estimate of a full replica's capacity in tokens (``autoscale.capacity``),
+    times ``spec.scaling.capacityPriorScale``; None when the scale is 0 or the plan's GPU or
+    model cannot be modelled. Computed once per distinct plan (a thousand services evaluate
+    every 15 s)."""
+    sizing, service = plan.sizing, plan.service
+    scale = service.spec.scaling.capacity_prior_scale
+    gpu = catalog.find(sizing.gpu_type)
+    if scale <= 0 or gpu is None or not sizing.fits or sizing.kv_pool_tokens <= 0:
+        return None
+    try:
+        architecture = resolve_architecture(service)
+    except ValueError:  # a SpecError: the plan was made from this spec, so not expected
+        return None
+    return _prior(
+        architecture,
+        gpu,
+        sizing.tensor_parallel_size,
+        sizing.dtype,
+        sizing.quantization,
+        sizing.kv_cache_dtype,
+        sizing.max_num_seqs,
+        sizing.kv_pool_tokens,
+        scale,
+    )
+
+
+@functools.lru_cache(maxsize=256)
+def _prior(
+    architecture: ModelArchitecture,
+    gpu: GpuType,
+    tensor_parallel_size: int,
+    dtype: str,
+    quantization: str,
+    kv_cache_dtype: str,
+    max_num_seqs: int,
+    kv_pool_tokens: int,
+    scale: float,
+) -> CapacityPrior | None:
+    try:
+        perf = performance_model(
+            architecture,
+            gpu,
+            tensor_parallel_size,
+            dtype=dtype,
+            quantization=cast("Quantization", quantization),
+            kv_cache_dtype=cast("KvCacheDtype", kv_cache_dtype),
+        )
+        prior = CapacityPrior(
+            perf, max_num_seqs=max_num_seqs, kv_pool_tokens=kv_pool_tokens, time_scale=scale
+        )
+        prior.at()  # the roofline answers for this model and GPU
+        return prior
+    except (SizingError, ValueError):
+        return None
+
+
 def evaluate_scaling(
     spec: ScalingSpec,
     max_num_seqs: int,
@@ -93,10 +163,15 @@ def evaluate_scaling(
     now: datetime,
     arrival_rate: float | None = None,
     arrival_error: str | None = None,
+    *,
+    plan: ServicePlan | None = None,
+    catalog: GpuCatalog | None = None,
 ) -> ScalingOutcome:
     """Decide the total replicas from the Ready pods' samples (None: metrics unavailable) and,
     when ``spec.arrivalRateQuery`` is set, the requests/s it measured (None with
-    ``arrival_error``: unknown, so never idle)."""
+    ``arrival_error``: unknown, so never idle). With the service's ``plan`` and the GPU
+    ``catalog`` the policy plans on the sizing's prior of a replica's capacity until it has
+    seen one full, and keeps what it learns per GPU type."""
     ready, loading = pod_counts(pods)
     current = previous.desired_replicas if previous is not None else spec.min_replicas
     current = max(spec.min_replicas, min(spec.max_replicas, current))
@@ -114,7 +189,14 @@ def evaluate_scaling(
         arrival_rate=arrival_rate,
         arrival_rate_missing=arrival_error is not None,
     )
-    decision = decide_replicas(PolicyConfig.from_spec(spec, max_num_seqs), inputs)
+    prior = capacity_prior_for(plan, catalog) if plan is not None and catalog is not None else None
+    config = PolicyConfig.from_spec(
+        spec,
+        max_num_seqs,
+        gpu_type=plan.sizing.gpu_type if plan is not None else "",
+        capacity_prior=prior,
+    )
+    decision = decide_replicas(config, inputs)
     reason = None
     # Pods Ready but not scraped yet (just started) are normal: only a source that failed, or
     # silence from every Ready replica, is worth a condition.

@@ -258,6 +258,7 @@ def test_operator_mode_autoscaling_on_the_real_queue(
     operators.start(namespace, LLMSERVICE_PROMETHEUS_URL=cluster.prometheus_url)
     scaling = {
         "mode": "operator",
+        "capacityPriorScale": 0,  # an L4's roofline says nothing of a CPU engine
         "minReplicas": 1,
         "maxReplicas": 2,
         "targetQueueDepth": 1,

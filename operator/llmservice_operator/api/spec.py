@@ -285,6 +285,17 @@ class ScalingSpec(ApiModel):
             "replicas load); unset uses the policy's default (docs/autoscaling.md)."
         ),
     )
+    capacity_prior_scale: float = Field(
+        default=1.0,
+        ge=0,
+        le=1000,
+        description=(
+            "Multiplies the sizing's estimate of a full replica's throughput that operator mode "
+            "plans on until it has seen one full (docs/autoscaling.md): 0 plans on nothing "
+            "until the first saturation; an engine that runs S times faster than the wall "
+            "clock (the local cluster's simulator: 10) needs S."
+        ),
+    )
     evaluation_interval_seconds: int = Field(default=15, ge=1, le=600)
     metrics_source: Literal["prometheus", "pods"] = Field(
         default="prometheus",

@@ -23,6 +23,7 @@ __all__ = [
     "Phase",
     "RevisionEntry",
     "RevisionRecord",
+    "ReplicaCapacityStatus",
     "RevisionsStatus",
     "RolloutStatus",
     "SizingStatus",
@@ -206,6 +207,21 @@ class RolloutStatus(ApiModel):
     frozen: FrozenAnalysis | None = None
 
 
+class ReplicaCapacityStatus(ApiModel):
+    """What one full replica on ``gpuType`` processes per second (docs/autoscaling.md)."""
+
+    gpu_type: str
+    prefill_tokens_per_second: float = Field(gt=0)
+    decode_tokens_per_second: float = Field(gt=0)
+    source: Literal["learned", "prior"] = Field(
+        description=(
+            "learned: measured on replicas queueing for a whole minute; prior: the sizing's "
+            "roofline estimate (discounted, times capacityPriorScale), until one is learned."
+        )
+    )
+    learned_time: str | None = Field(default=None, description="When it was last learned.")
+
+
 class AutoscalingStatus(ApiModel):
     desired_replicas: int
     last_evaluation_time: str | None = None
@@ -223,6 +239,15 @@ class AutoscalingStatus(ApiModel):
             "Recent history the scaling windows need across restarts: 'epoch=N' "
             "recommendations, 'epoch=+N'/'epoch=-N' scale events, 'epoch=@R' learned "
             "requests/s of a full replica."
+        ),
+    )
+    capacity: list[ReplicaCapacityStatus] = Field(
+        default_factory=list,
+        max_length=16,
+        description=(
+            "A full replica's capacity in prompt (prefill) and output (decode) tokens per "
+            "second, per GPU type: learned ones, and the prior for the current GPU type until "
+            "one is learned for it."
         ),
     )
 

@@ -7,8 +7,21 @@ a canary or blue-green rollout the rollout shares one total between the two revi
 docs/autoscaling.md explains the rules and the benchmark against HPA and KEDA.
 """
 
+from .capacity import (
+    DEFAULT_MIX,
+    PRIOR_DISCOUNT,
+    CapacityPrior,
+    RequestMix,
+    TokenCapacity,
+    TokenRates,
+    batch_that_fits,
+    measured_mix,
+    rescaled_capacity,
+    roofline_capacity,
+)
 from .counters import RATE_WINDOW_SECONDS, Reading, counter_rate
 from .history import (
+    LearnedCapacity,
     ScaleHistory,
     history_from_status,
     history_from_strings,
@@ -31,7 +44,18 @@ from .policy import (
 )
 
 __all__ = [
+    "DEFAULT_MIX",
     "Direction",
+    "LearnedCapacity",
+    "PRIOR_DISCOUNT",
+    "RequestMix",
+    "TokenCapacity",
+    "TokenRates",
+    "CapacityPrior",
+    "batch_that_fits",
+    "measured_mix",
+    "rescaled_capacity",
+    "roofline_capacity",
     "LoadEstimate",
     "PolicyConfig",
     "RATE_WINDOW_SECONDS",

@@ -15,6 +15,8 @@ The history holds two kinds of entries, both needed to survive an operator resta
 * since when the replicas have queued beyond the target without a break (**saturated
   since**): a one-minute completion rate is a full replica's throughput only once the whole
   minute was spent full.
+* the **capacity in tokens** a full replica showed, per GPU type (``capacity``: prompt and
+  output tokens per second, ``status.autoscaling.capacity``).
 
 In ``status.autoscaling.recommendations`` all are strings ``"<epoch>=<value>"``: a
 recommendation is a plain count (``"1718000000=4"``), an event carries a sign
@@ -33,11 +35,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
-from ..api.status import AutoscalingStatus
+from ..api.status import AutoscalingStatus, ReplicaCapacityStatus
 from ..api.timestamps import from_rfc3339, to_rfc3339
+from .capacity import TokenCapacity
 
 __all__ = [
+    "MAX_CAPACITY_ENTRIES",
     "MAX_STATUS_ENTRIES",
+    "LearnedCapacity",
     "ScaleHistory",
     "format_epoch",
     "history_from_status",
@@ -48,6 +53,21 @@ __all__ = [
 
 #: ``AutoscalingStatus.recommendations`` holds at most this many strings (the CRD says so).
 MAX_STATUS_ENTRIES = 120
+#: ``AutoscalingStatus.capacity`` holds at most this many GPU types (the prior's included).
+MAX_CAPACITY_ENTRIES = 16
+
+
+@dataclass(frozen=True)
+class LearnedCapacity:
+    """A full replica's capacity in tokens on ``gpu_type``, as last learned at ``time``."""
+
+    gpu_type: str
+    time: float
+    capacity: TokenCapacity
+
+    def __post_init__(self) -> None:
+        if not math.isfinite(self.time):
+            raise ValueError(f"bad learned capacity time {self.time}")
 
 
 @dataclass(frozen=True)
@@ -63,6 +83,8 @@ class ScaleHistory:
     """(time learned, requests/s one full replica completes), or None before it was seen."""
     saturated_since: float | None = None
     """When the replicas began queueing beyond the target, while they still do; else None."""
+    capacities: tuple[LearnedCapacity, ...] = ()
+    """The capacity in tokens learned on each GPU type (one entry per type, newest last)."""
 
     def __post_init__(self) -> None:
         for t, replicas in self.recommendations:
@@ -77,6 +99,10 @@ class ScaleHistory:
                 raise ValueError(f"bad learned throughput {self.throughput}")
         if self.saturated_since is not None and not math.isfinite(self.saturated_since):
             raise ValueError(f"bad saturation start {self.saturated_since}")
+
+    def capacity_for(self, gpu_type: str) -> LearnedCapacity | None:
+        """What was learned on ``gpu_type``, or None."""
+        return next((c for c in self.capacities if c.gpu_type == gpu_type), None)
 
     def recommendations_since(self, cutoff: float) -> list[int]:
         """Recommendations made strictly after ``cutoff``."""
@@ -99,6 +125,7 @@ class ScaleHistory:
         event_horizon: float,
         throughput: tuple[float, float] | None = None,
         saturated: bool | None = None,
+        capacity: LearnedCapacity | None = None,
     ) -> ScaleHistory:
         """This history with one evaluation added and what no window can see any more dropped.
 
@@ -107,6 +134,7 @@ class ScaleHistory:
         ``throughput`` replaces the learned one when given.
         ``saturated`` True starts the saturation now unless it runs already, False ends it,
         None (nothing measured) leaves it as it is.
+        ``capacity`` replaces what was learned for its GPU type when given.
         """
         recs = list(self.recommendations)
         if recommendation is not None:
@@ -119,6 +147,7 @@ class ScaleHistory:
             recommendations=_compact(recs, now, up_window, down_window),
             events=tuple(events),
             throughput=throughput or self.throughput,
+            capacities=_with_capacity(self.capacities, capacity),
             saturated_since=(
                 self.saturated_since
                 if saturated is None
@@ -132,6 +161,17 @@ class ScaleHistory:
         elif change < 0:
             history = replace(history, last_scale_time=now, last_scale_down_time=now)
         return history
+
+
+def _with_capacity(
+    capacities: tuple[LearnedCapacity, ...], learned: LearnedCapacity | None
+) -> tuple[LearnedCapacity, ...]:
+    """``capacities`` with ``learned`` replacing its GPU type's entry (the newest last; the
+    oldest GPU types go first beyond what the status keeps, one slot left for a prior)."""
+    if learned is None:
+        return capacities
+    kept = [c for c in capacities if c.gpu_type != learned.gpu_type]
+    return (*kept[-(MAX_CAPACITY_ENTRIES - 2) :], learned)
 
 
 def _compact(
@@ -262,11 +302,47 @@ def _epoch(text: str | None) -> float | None:
     return None if text is None else from_rfc3339(text).timestamp()
 
 
+def _capacity_status(
+    history: ScaleHistory, prior: tuple[str, TokenCapacity] | None
+) -> list[ReplicaCapacityStatus]:
+    entries = [
+        ReplicaCapacityStatus(
+            gpu_type=c.gpu_type,
+            prefill_tokens_per_second=_tokens(c.capacity.prefill_tokens_per_second),
+            decode_tokens_per_second=_tokens(c.capacity.decode_tokens_per_second),
+            source="learned",
+            learned_time=_status_time(c.time),
+        )
+        for c in history.capacities
+    ]
+    if prior is not None and history.capacity_for(prior[0]) is None:
+        gpu_type, capacity = prior
+        entries.append(
+            ReplicaCapacityStatus(
+                gpu_type=gpu_type,
+                prefill_tokens_per_second=_tokens(capacity.prefill_tokens_per_second),
+                decode_tokens_per_second=_tokens(capacity.decode_tokens_per_second),
+                source="prior",
+            )
+        )
+    return entries[-MAX_CAPACITY_ENTRIES:]
+
+
+def _tokens(rate: float) -> float:
+    """A rate in tokens/s as the status shows it: to a tenth of a token (at least 0.001)."""
+    return max(0.001, round(rate, 1 if rate >= 1 else 3))
+
+
 def history_to_status(
-    history: ScaleHistory, desired_replicas: int, reason: str
+    history: ScaleHistory,
+    desired_replicas: int,
+    reason: str,
+    prior: tuple[str, TokenCapacity] | None = None,
 ) -> AutoscalingStatus:
-    """``status.autoscaling`` for a decision (what the reconcile writes once per pass)."""
+    """``status.autoscaling`` for a decision (what the reconcile writes once per pass); with
+    ``prior`` (GPU type, capacity) shown as the capacity of that GPU until one is learned."""
     return AutoscalingStatus(
+        capacity=_capacity_status(history, prior),
         desired_replicas=desired_replicas,
         last_scale_time=_status_time(history.last_scale_time),
         last_scale_up_time=_status_time(history.last_scale_up_time),
@@ -280,9 +356,19 @@ def history_from_status(status: AutoscalingStatus | None) -> ScaleHistory:
     """The history a restarted operator resumes from (empty when there is no status yet)."""
     if status is None:
         return ScaleHistory()
-    return history_from_strings(
+    history = history_from_strings(
         status.recommendations,
         last_scale_time=_epoch(status.last_scale_time),
         last_scale_up_time=_epoch(status.last_scale_up_time),
         last_scale_down_time=_epoch(status.last_scale_down_time),
     )
+    learned = tuple(
+        LearnedCapacity(
+            c.gpu_type,
+            _epoch(c.learned_time) or 0.0,
+            TokenCapacity(c.prefill_tokens_per_second, c.decode_tokens_per_second),
+        )
+        for c in status.capacity
+        if c.source == "learned"
+    )
+    return replace(history, capacities=learned)

@@ -92,8 +92,17 @@ from typing import Literal, NamedTuple
 
 from ..api.spec import ScalingBehavior, ScalingSpec
 from ..api.status import AutoscalingStatus
+from .capacity import (
+    DEFAULT_MIX,
+    CapacityPrior,
+    RequestMix,
+    TokenCapacity,
+    TokenRates,
+    measured_mix,
+    rescaled_capacity,
+)
 from .counters import RATE_WINDOW_SECONDS
-from .history import ScaleHistory, history_to_status
+from .history import LearnedCapacity, ScaleHistory, history_to_status
 
 __all__ = [
     "Direction",
@@ -158,7 +167,7 @@ def burst_headroom(config: PolicyConfig, replicas_of_load: float) -> float:
         return 0.0
     r = max(0.0, replicas_of_load)
     bursts = min(BURST_HEADROOM_MAX_SHARE * r, config.burst_headroom * math.sqrt(r))
-    return bursts + min(SPARE_REPLICAS, r)
+    return bursts + min(config.spare_replicas, r)
 
 
 def planned_replicas(config: PolicyConfig, replicas_of_load: float, slack: float = 1.0) -> float:
@@ -195,6 +204,13 @@ class PolicyConfig:
     """Spare throughput for bursts while new replicas start, in replicas per square root of
     the replicas the load needs (:func:`burst_headroom`); 0 plans at ``target_utilization``
     alone (what an explicit ``spec.scaling.targetUtilization`` does)."""
+    spare_replicas: float = SPARE_REPLICAS
+    """The N+1 spare on top of the burst headroom (never more than the load itself)."""
+    gpu_type: str = ""
+    """The GPU the replicas run on: learned capacities are kept per GPU type."""
+    capacity_prior: CapacityPrior | None = None
+    """A full replica's capacity before one was seen (the sizing's roofline, discounted);
+    None: nothing is assumed until the first saturation."""
 
     def __post_init__(self) -> None:
         if not 0 <= self.min_replicas <= self.max_replicas:
@@ -214,15 +230,28 @@ class PolicyConfig:
             )
         if not (self.burst_headroom >= 0 and math.isfinite(self.burst_headroom)):
             raise ValueError(f"burst_headroom must be >= 0, got {self.burst_headroom}")
+        if not (self.spare_replicas >= 0 and math.isfinite(self.spare_replicas)):
+            raise ValueError(f"spare_replicas must be >= 0, got {self.spare_replicas}")
 
     @classmethod
-    def from_spec(cls, spec: ScalingSpec, max_num_seqs: int) -> PolicyConfig:
-        """The policy for ``spec.scaling`` of a service whose replicas run ``max_num_seqs``.
+    def from_spec(
+        cls,
+        spec: ScalingSpec,
+        max_num_seqs: int,
+        *,
+        gpu_type: str = "",
+        capacity_prior: CapacityPrior | None = None,
+    ) -> PolicyConfig:
+        """The policy for ``spec.scaling`` of a service whose replicas run ``max_num_seqs`` on
+        ``gpu_type``, with the sizing's ``capacity_prior`` (dropped when
+        ``capacityPriorScale`` is 0).
 
         ``targetUtilization`` unset: the default, 0.8 plus the burst headroom. Set: exactly that
         utilization, no headroom on top (the user chose the headroom)."""
         explicit = spec.target_utilization
         return cls(
+            gpu_type=gpu_type,
+            capacity_prior=capacity_prior if spec.capacity_prior_scale > 0 else None,
             min_replicas=spec.min_replicas,
             max_replicas=spec.max_replicas,
             max_num_seqs=max_num_seqs,
@@ -248,18 +277,33 @@ class ReplicaSample:
     ready_seconds: float | None = None
     """How long it has been Ready; None when unknown. A replica Ready for less than the rate's
     window has a completion rate of part of a window (Prometheus reads a young series low)."""
+    prompt_token_rate: float | None = None
+    """Prompt tokens/s it prefilled over the last minute
+    (``rate(vllm:prompt_tokens_total[1m])``); None when not measured."""
+    generation_token_rate: float | None = None
+    """Output tokens/s it generated over the last minute
+    (``rate(vllm:generation_tokens_total[1m])``); None when not measured."""
 
     def __post_init__(self) -> None:
         for name in ("waiting", "running"):
             value = getattr(self, name)
             if not (value >= 0 and math.isfinite(value)):
                 raise ValueError(f"{name} must be a finite number >= 0, got {value}")
-        rate = self.completion_rate
-        if rate is not None and not (rate >= 0 and math.isfinite(rate)):
-            raise ValueError(f"completion_rate must be a finite number >= 0, got {rate}")
+        for name in ("completion_rate", "prompt_token_rate", "generation_token_rate"):
+            rate = getattr(self, name)
+            if rate is not None and not (rate >= 0 and math.isfinite(rate)):
+                raise ValueError(f"{name} must be a finite number >= 0, got {rate}")
         kv = self.kv_cache_usage
         if kv is not None and not 0 <= kv <= 1:
             raise ValueError(f"kv_cache_usage must be within 0..1, got {kv}")
+
+    @property
+    def token_rates(self) -> TokenRates | None:
+        """Its prompt, output and completion rates, when all three are measured."""
+        prompt, generated = self.prompt_token_rate, self.generation_token_rate
+        if prompt is None or generated is None or self.completion_rate is None:
+            return None
+        return TokenRates(prompt, generated, self.completion_rate)
 
 
 @dataclass(frozen=True)
@@ -335,6 +379,17 @@ class LoadEstimate:
     stabilization window remembers)."""
     n_base_down: int = 0
     """n_down likewise."""
+    learned_rps: float | None = None
+    """mu as this evaluation learned it from full replicas' completions (smoothed), else None."""
+    mix: RequestMix | None = None
+    """The mean request the replicas completed over the last minute (their token rates over
+    their completion rates); None when they do not report token rates."""
+    capacity: TokenCapacity | None = None
+    """A full replica's capacity in tokens in use: learned (now or before) or the prior."""
+    learned_capacity: TokenCapacity | None = None
+    """The capacity in tokens this evaluation learned from full replicas, else None."""
+    throughput_source: Literal["learned", "prior"] | None = None
+    """Where mu comes from: a saturation seen (in tokens or requests/s) or the sizing's prior."""
 
 
 @dataclass(frozen=True)
@@ -351,19 +406,29 @@ class ScaleDecision:
     """Metrics were missing: the decision held (or only grew) instead of trusting them."""
     history: ScaleHistory
     load: LoadEstimate | None = None
+    prior: tuple[str, TokenCapacity] | None = None
+    """(GPU type, the sizing's prior) when nothing is learned for that GPU: shown in the status
+    next to what was learned."""
 
     def to_status(self) -> AutoscalingStatus:
         """``status.autoscaling`` to write for this decision."""
-        return history_to_status(self.history, self.desired_replicas, self.reason)
+        return history_to_status(self.history, self.desired_replicas, self.reason, self.prior)
 
 
-def _relearned(
-    old: tuple[float, float] | None, load: LoadEstimate | None, now: float
-) -> tuple[float, float] | None:
+def _relearned(load: LoadEstimate | None, now: float) -> tuple[float, float] | None:
     """The (time, mu) to store when this evaluation learned the throughput, else None."""
-    if load is None or load.throughput is None or not load.saturated:
+    if load is None or load.learned_rps is None:
         return None
-    return (now, load.throughput)
+    return (now, load.learned_rps)
+
+
+def _relearned_capacity(
+    config: PolicyConfig, load: LoadEstimate | None, now: float
+) -> LearnedCapacity | None:
+    """The capacity in tokens to store for the replicas' GPU when this evaluation learned it."""
+    if load is None or load.learned_capacity is None:
+        return None
+    return LearnedCapacity(config.gpu_type, now, load.learned_capacity)
 
 
 #: More replicas than any bounds allow (what a vanishing learned throughput asks for).
@@ -393,11 +458,19 @@ def estimate_load(
     learned_throughput: float | None = None,
     now: float | None = None,
     saturated_since: float | None = None,
+    learned_capacity: TokenCapacity | None = None,
 ) -> LoadEstimate:
     """The load model over ``samples`` (extrapolated to ``ready`` replicas when some lack one).
 
     ``saturated_since`` is when the replicas began queueing beyond the target (the history's):
-    at ``now`` a minute later their completion rates teach ``mu``."""
+    at ``now`` a minute later their completion rates teach ``mu``, and their token rates the
+    capacity in tokens (:mod:`.capacity`). ``learned_throughput`` (requests/s) and
+    ``learned_capacity`` (tokens/s, for ``config.gpu_type``) are what earlier saturations
+    taught; ``config.capacity_prior`` stands in until then.
+
+    ``mu`` for the current mix, the first that is known of: the learned capacity in tokens for
+    the mix the replicas report; the learned requests/s; the learned capacity for the default
+    mix; the prior for the reported mix; the prior for the default mix."""
     queueing = [s for s in samples if s.waiting > config.target_queue_depth and s.completion_rate]
     completions = [s.completion_rate for s in samples if s.completion_rate is not None]
     full_for_a_window = (
@@ -405,8 +478,28 @@ def estimate_load(
         and now is not None
         and now - saturated_since >= RATE_WINDOW_SECONDS
     )
-    learned_now = _learned_now(queueing, full_for_a_window, learned_throughput)
-    throughput = learned_now or learned_throughput
+    full = [s for s in queueing if full_for_a_window and _full_window(s)]
+    learned_now = _learned_now(full, learned_throughput)
+    mix = measured_mix(r for s in samples if (r := s.token_rates) is not None)
+    prior = config.capacity_prior.at(mix or DEFAULT_MIX) if config.capacity_prior else None
+    capacity_now = _capacity_learned_now(
+        full, learned_capacity or prior, learned=learned_capacity is not None
+    )
+    capacity = capacity_now or learned_capacity
+    rps = learned_now or learned_throughput
+    throughput: float | None
+    source: Literal["learned", "prior"] | None = "learned"
+    if capacity is not None and mix is not None:
+        throughput = capacity.requests_per_second(mix)
+    elif rps is not None:
+        throughput = rps
+    elif capacity is not None:
+        throughput = capacity.requests_per_second(DEFAULT_MIX)
+    elif prior is not None:
+        capacity, source = prior, "prior"
+        throughput = capacity.requests_per_second(mix or DEFAULT_MIX)
+    else:
+        throughput, source = None, None
     fleet = _fleet(config, samples, ready, gateway_waiting, arrival_rate, completions)
     demand = _Demand(fleet, throughput)
     n_fit = _fewest_replicas(config, demand, 1.0, headroom=True)
@@ -426,7 +519,7 @@ def estimate_load(
         n_fit=n_fit,
         n_down=n_fit if queue_over else max(n_fit, _fewest_replicas(config, demand, down, True)),
         idle=fleet.load == 0 and fleet.arrival_rate == 0,
-        saturated=learned_now is not None,
+        saturated=learned_now is not None or capacity_now is not None,
         queueing=bool(queueing),
         queue_over=queue_over,
         capacity_known=throughput is not None or not completions,
@@ -434,12 +527,41 @@ def estimate_load(
         n_base_down=(
             n_base if queue_over else max(n_base, _fewest_replicas(config, demand, down, False))
         ),
+        learned_rps=learned_now,
+        mix=mix,
+        capacity=capacity,
+        learned_capacity=capacity_now,
+        throughput_source=source,
     )
 
 
-def _learned_now(
-    queueing: Sequence[ReplicaSample], full_for_a_window: bool, learned: float | None
-) -> float | None:
+def _full_window(sample: ReplicaSample) -> bool:
+    """The replica has been Ready for a whole rate window (or for an unknown time)."""
+    return sample.ready_seconds is None or sample.ready_seconds >= RATE_WINDOW_SECONDS
+
+
+def _capacity_learned_now(
+    full: Sequence[ReplicaSample], reference: TokenCapacity | None, learned: bool
+) -> TokenCapacity | None:
+    """A full replica's capacity in tokens as the token rates of ``full`` replicas show it:
+    ``reference`` (learned before, or the prior) rescaled; the first observation replaces the
+    prior, later ones are smoothed as mu is. None without a reference or token rates."""
+    if reference is None:
+        return None
+    seen = rescaled_capacity(reference, (r for s in full if (r := s.token_rates) is not None))
+    if seen is None:
+        return None
+    if not learned:
+        return seen
+    return TokenCapacity(
+        (1 - LEARNING_RATE) * reference.prefill_tokens_per_second
+        + LEARNING_RATE * seen.prefill_tokens_per_second,
+        (1 - LEARNING_RATE) * reference.decode_tokens_per_second
+        + LEARNING_RATE * seen.decode_tokens_per_second,
+    )
+
+
+def _learned_now(full: Sequence[ReplicaSample], learned: float | None) -> float | None:
     """A full replica's throughput as this evaluation measures it (smoothed), else None.
 
     A replica queueing beyond the target is full: what it completes is what a full replica
@@ -447,15 +569,10 @@ def _learned_now(
     without a break, and this one has been Ready that long (else the rate reads part of a
     window, the load from before the queue, or a young series: a burst's first evaluations
     would learn a throughput many times too low and plan maxReplicas for any load after).
-    The median, so one replica the balancer just filled does not drag it down.
+    ``full`` holds those replicas. The median, so one replica the balancer just filled does
+    not drag it down.
     """
-    seen = sorted(
-        s.completion_rate
-        for s in queueing
-        if full_for_a_window
-        and s.completion_rate
-        and (s.ready_seconds is None or s.ready_seconds >= RATE_WINDOW_SECONDS)
-    )
+    seen = sorted(s.completion_rate for s in full if s.completion_rate)
     if not seen:
         return None
     median = seen[len(seen) // 2]
@@ -567,6 +684,7 @@ def decide_replicas(config: PolicyConfig, inputs: ScalingInputs) -> ScaleDecisio
         history.throughput[1] if history.throughput else None,
         inputs.now,
         history.saturated_since,
+        learned.capacity if (learned := history.capacity_for(config.gpu_type)) else None,
     )
     partial = 0 < len(inputs.samples or ()) < inputs.ready or inputs.arrival_rate_missing
     rec = _recommend(config, inputs, load, load.n_fit, load.n_down, partial)
@@ -603,11 +721,16 @@ def _finish(
         up_window=up.stabilization_window_seconds,
         down_window=down.stabilization_window_seconds,
         event_horizon=max(up.period_seconds, down.period_seconds),
-        throughput=_relearned(inputs.history.throughput, load, inputs.now),
+        throughput=_relearned(load, inputs.now),
         saturated=None if load is None else load.queueing,
+        capacity=_relearned_capacity(config, load, inputs.now),
     )
     direction: Direction = "up" if change > 0 else "down" if change < 0 else "hold"
-    return ScaleDecision(clamped, rec, direction, reason, degraded, history, load)
+    prior = None
+    if config.capacity_prior is not None and history.capacity_for(config.gpu_type) is None:
+        mix = load.mix if load is not None and load.mix is not None else DEFAULT_MIX
+        prior = (config.gpu_type, config.capacity_prior.at(mix))
+    return ScaleDecision(clamped, rec, direction, reason, degraded, history, load, prior)
 
 
 def _hold_without_data(config: PolicyConfig, inputs: ScalingInputs) -> ScaleDecision:
@@ -739,6 +862,8 @@ class _Explanation:
             text += f", {load.arrival_rate:.3g} req/s arriving"
             if load.throughput:
                 text += f" for replicas that complete {load.throughput:.3g} req/s when full"
+                if load.throughput_source == "prior":
+                    text += " (the sizing's estimate: none seen full yet)"
         return text
 
     @property
