@@ -24,7 +24,8 @@ from .api.status import (
 from .conditions import find, set_condition
 from .events import Event, EventType
 from .observed import ObservedState
-from .render.labels import SERVICE, selector_labels
+from .render.labels import REVISION, SERVICE, selector_labels
+from .render.load_test import LoadTestRuntime, load_test_job
 from .render.objects import (
     deployment,
     deployment_name,
@@ -47,7 +48,7 @@ from .rollout import (
     SmokeTarget,
     step,
 )
-from .scaling import ScalingOutcome
+from .scaling import ScalingOutcome, pod_is_ready
 from .service_plan import ServicePlan, plan_service
 from .sizing import GpuCatalog
 
@@ -224,13 +225,15 @@ def decide(
     smoke: SmokeResult | None = None,
     scaling: ScalingOutcome | None = None,
     plan: ServicePlan | None = None,
+    load_test: LoadTestRuntime | None = None,
 ) -> Decision:
     """The whole desired state of the LLMService ``body`` (as the watch delivered it), given
     what exists around it. See `rollout.step` for the measurement/smoke protocol:
     when the decision asks to `measure` or `smoke`, the caller runs them and calls again.
 
     ``plan``: the body's spec sized and rendered, when the caller already has it (sizing and
-    rendering are most of a reconcile's CPU); made here otherwise."""
+    rendering are most of a reconcile's CPU); made here otherwise. ``load_test``: the
+    operator's image and pod placement for a blue-green load test Job (none without it)."""
     generation = body.get("metadata", {}).get("generation")
     try:
         service = parse_llmservice(body)
@@ -279,7 +282,7 @@ def decide(
     )
     if rescaled is not None:
         decision.events.append(rescaled)
-    _desired_objects(decision, body, observed, plan, template, revision, rollout)
+    _desired_objects(decision, body, observed, plan, template, revision, rollout, load_test)
     decision.events.extend(rollout.events)
     serving = _serving(observed, deployments, rollout, total)
     writer = _ConditionWriter(list(current.conditions), now, generation, decision.events)
@@ -316,6 +319,7 @@ def _desired_objects(
     template: dict[str, Any],
     revision: str,
     rollout: RolloutDecision,
+    load_test: LoadTestRuntime | None = None,
 ) -> None:
     """What to apply, scale and prune for this reconcile's rollout decision."""
     render_input = plan.render_input
@@ -346,6 +350,10 @@ def _desired_objects(
     route = http_route(render_input, traffic.route_weights, traffic.preview_revision is not None)
     if route is not None:
         objects.append(route)
+    if rollout.load_test is not None and load_test is not None:
+        targets = _ready_urls(observed.pods, rollout.load_test, service.spec.serving.port)
+        if targets:
+            objects.append(load_test_job(render_input, rollout.load_test, targets, load_test))
     for obj in objects:
         obj["metadata"].setdefault("labels", {})[SERVICE] = name
         obj["metadata"]["ownerReferences"] = [owner]
@@ -365,6 +373,18 @@ def _desired_objects(
     for (kind, obj_name), obj in sorted(observed.owned.items()):
         if (kind, obj_name) not in desired_names:
             decision.delete.append((obj.get("apiVersion", ""), kind, obj_name))
+
+
+def _ready_urls(pods: list[dict[str, Any]], revision: str, port: int) -> list[str]:
+    """``http://podIP:port`` of the revision's Ready pods (the load test's targets)."""
+    urls = []
+    for pod in pods:
+        labels = pod.get("metadata", {}).get("labels") or {}
+        ip = (pod.get("status") or {}).get("podIP")
+        deleting = pod.get("metadata", {}).get("deletionTimestamp")
+        if labels.get(REVISION) == revision and ip and pod_is_ready(pod) and not deleting:
+            urls.append(f"http://{ip}:{port}")
+    return sorted(urls)
 
 
 @dataclass(frozen=True)

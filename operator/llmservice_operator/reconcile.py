@@ -48,6 +48,7 @@ from .decide import Decision, decide, referenced_secrets
 from .events import Event
 from .observed import ObservedState
 from .render.labels import REVISION
+from .render.load_test import LoadTestRuntime
 from .rollout import (
     QueryResult,
     ResolvedCheck,
@@ -161,12 +162,14 @@ class Reconciler:
         background: BackgroundIO | None = None,
         operator_namespace: str | None = None,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        load_test: LoadTestRuntime | None = None,
     ) -> None:
         self._kube = kube
         self._clock = clock
         self._catalog = catalog
         self._prometheus_url = prometheus_url
         self._operator_namespace = operator_namespace
+        self._load_test = load_test
         self._prometheus: MetricsSource = prometheus or PrometheusAdapter(prometheus_url)
         self._smoke_runner = smoke
         self._io = background or BackgroundIO(inline=True)
@@ -207,8 +210,9 @@ class Reconciler:
             # Nothing the decision reads has changed: it would be the last one again.
             return self._persist_autoscaling_only(key, body, memory, scaling, now)
         decision = decide(
-            body, observed, self._catalog, now, self._prometheus_url, scaling=scaling, plan=plan
-        )
+            body, observed, self._catalog, now, self._prometheus_url, scaling=scaling, plan=plan,
+            load_test=self._load_test,
+        )  # fmt: skip
         if decision.measure is not None or decision.smoke is not None:
             followed = self._follow_up(key, body, observed, decision, scaling, plan, fixed_now)
             if followed is None:  # its job runs in the background; it will notify us
@@ -261,7 +265,7 @@ class Reconciler:
             now = fixed_now or self._clock()
             return decide(
                 body, observed, self._catalog, now, self._prometheus_url,
-                measurement=measurement, scaling=scaling, plan=plan,
+                measurement=measurement, scaling=scaling, plan=plan, load_test=self._load_test,
             )  # fmt: skip
         assert decision.smoke is not None
         target = decision.smoke
@@ -281,7 +285,7 @@ class Reconciler:
         now = fixed_now or self._clock()
         return decide(
             body, observed, self._catalog, now, self._prometheus_url,
-            smoke=smoke, scaling=scaling, plan=plan,
+            smoke=smoke, scaling=scaling, plan=plan, load_test=self._load_test,
         )  # fmt: skip
 
     def _act(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -49,6 +49,17 @@ class OperatorSettings(BaseSettings):
         default=None,
         description="The operator's own namespace (the chart sets it): the NetworkPolicies it "
         "renders let it in, for smoke tests and pod scrapes.",
+    )
+    operator_image: str = Field(
+        default="",
+        description="The operator's own image (the chart sets it): a blue-green preview's load "
+        "test Job runs it; empty: no load test.",
+    )
+    operator_image_pull_policy: str = "IfNotPresent"
+    load_test_pod_spec: dict[str, Any] = Field(
+        default_factory=dict,
+        description="JSON merged into the load test Job's pod spec (the chart gives the "
+        "operator's own hostNetwork, nodeSelector and tolerations).",
     )
     leader_election: bool = True
     lease_name: str = "llmservice-operator"

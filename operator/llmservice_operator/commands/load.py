@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -116,6 +117,12 @@ def _add_request_options(shape: argparse._ArgumentGroup) -> None:
     )
     shape.add_argument("--model", help="model name to send (default: the first target's first)")
     shape.add_argument(
+        "--api-key-env",
+        metavar="VAR",
+        help="send the API key in this environment variable as 'Authorization: Bearer' (as "
+        "clients of a service with serving.apiKeySecretRef do; never on the command line)",
+    )
+    shape.add_argument(
         "--no-ignore-eos",
         dest="ignore_eos",
         action="store_false",
@@ -164,7 +171,17 @@ def build_config(args: argparse.Namespace) -> LoadConfig:
         request_timeout_s=args.timeout,
         drain_timeout_s=args.drain_timeout,
         ignore_eos=args.ignore_eos,
+        api_key=_api_key(args.api_key_env),
     )
+
+
+def _api_key(variable: str | None) -> str | None:
+    if variable is None:
+        return None
+    value = os.environ.get(variable)
+    if not value:
+        raise ValueError(f"--api-key-env {variable}: the variable is not set or empty")
+    return value
 
 
 def run(args: argparse.Namespace) -> int:

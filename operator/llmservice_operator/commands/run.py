@@ -109,6 +109,7 @@ def _run(args: argparse.Namespace) -> int:
             metrics,
             background=background,
             operator_namespace=settings.operator_namespace,
+            load_test=_load_test_runtime(settings),
         ),
         heartbeat=health.beat,
     )
@@ -132,6 +133,17 @@ def _run(args: argparse.Namespace) -> int:
         if elector is not None:
             elector.release()
     return 0
+
+
+def _load_test_runtime(settings: OperatorSettings) -> Any:
+    """The image and placement of a blue-green preview's load test Job (None: no image known)."""
+    from ..render.load_test import LoadTestRuntime
+
+    if not settings.operator_image:
+        return None
+    return LoadTestRuntime(
+        settings.operator_image, settings.operator_image_pull_policy, settings.load_test_pod_spec
+    )
 
 
 def _settings() -> OperatorSettings:

@@ -85,6 +85,8 @@ class LoadConfig:
     """After the last send, how long in-flight requests may still take before they are cut."""
     ignore_eos: bool = True
     """Ask for exactly the drawn output length (vLLM's ``ignore_eos``)."""
+    api_key: str | None = field(default=None, repr=False)
+    """Sent as ``Authorization: Bearer`` (vLLM's ``--api-key``), as clients send it."""
 
     def __post_init__(self) -> None:
         if self.time_scale <= 0:
@@ -141,10 +143,18 @@ def _payload(config: LoadConfig, model: str, item: _Planned) -> dict[str, Any]:
     return payload
 
 
-async def resolve_model(session: aiohttp.ClientSession, target: str, timeout_s: float) -> str:
+def _headers(api_key: str | None) -> dict[str, str]:
+    return {"Authorization": f"Bearer {api_key}"} if api_key else {}
+
+
+async def resolve_model(
+    session: aiohttp.ClientSession, target: str, timeout_s: float, api_key: str | None = None
+) -> str:
     """The first model id a target serves (GET /v1/models)."""
     async with session.get(
-        f"{target}/v1/models", timeout=aiohttp.ClientTimeout(total=timeout_s)
+        f"{target}/v1/models",
+        timeout=aiohttp.ClientTimeout(total=timeout_s),
+        headers=_headers(api_key),
     ) as response:
         response.raise_for_status()
         body = await response.json()
@@ -188,7 +198,10 @@ class _Run:
 
         try:
             async with self.session.post(
-                url, json=_payload(self.config, self.model, item), timeout=timeout
+                url,
+                json=_payload(self.config, self.model, item),
+                timeout=timeout,
+                headers=_headers(self.config.api_key),
             ) as response:
                 if response.status != 200:
                     await response.read()
@@ -269,7 +282,7 @@ async def _run_load(
     if not first_targets:
         raise ValueError("no targets to send load to")
     model = config.model or await resolve_model(
-        session, first_targets[0], config.request_timeout_s / config.time_scale
+        session, first_targets[0], config.request_timeout_s / config.time_scale, config.api_key
     )
     run = _Run(config, session, model)
     tasks: list[asyncio.Task[RequestRecord]] = []
