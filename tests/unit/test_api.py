@@ -79,6 +79,38 @@ def test_every_example_parses(path: Path) -> None:
         ),
         ({"rollout": {"analysis": {"interval": "soon"}}}, "spec.rollout.analysis.interval", ""),
         ({"unknownSection": {}}, "spec.unknownSection", "Extra inputs"),
+        (
+            {"engine": {"maxModelLen": 8192, "env": [{"name": "A"}, {"name": "A", "value": "1"}]}},
+            "spec.engine",
+            "A given more than once",
+        ),
+        (
+            {"resources": {"tolerations": [{"operator": "Equal", "value": "x"}]}},
+            "spec.resources.tolerations[0]",
+            "operator Equal needs a key",
+        ),
+        (
+            {"resources": {"tolerations": [{"operator": "Exists", "value": "x"}]}},
+            "spec.resources.tolerations[0]",
+            "takes no value",
+        ),
+        ({"resources": {"cpu": "lots"}}, "spec.resources.cpu", "pattern"),
+        ({"resources": {"memory": "-64Gi"}}, "spec.resources.memory", "pattern"),
+        (
+            {"resources": {"nodeSelector": {"team": "ml team"}}},
+            "spec.resources.nodeSelector.team",
+            "",
+        ),
+        (
+            {"resources": {"nodeSelector": {"bad key": "ml"}}},
+            "spec.resources.nodeSelector",
+            "label key",
+        ),
+        (
+            {"serving": {"networkPolicy": {"allowFrom": [{"podSelector": {"-x": "y"}}]}}},
+            "spec.serving.networkPolicy.allowFrom[0].podSelector",
+            "label key",
+        ),
     ],
 )
 def test_invalid_specs_name_the_field(overrides: dict[str, Any], field: str, words: str) -> None:
@@ -86,6 +118,18 @@ def test_invalid_specs_name_the_field(overrides: dict[str, Any], field: str, wor
         parse_spec(minimal_spec(**overrides))
     assert caught.value.field == field
     assert words in caught.value.message
+
+
+@pytest.mark.parametrize("quantity", ["8", "500m", "64Gi", "32G", "1.5", "1e3", "+2"])
+def test_resource_quantities_kubernetes_takes(quantity: str) -> None:
+    spec = parse_spec(minimal_spec(resources={"cpu": quantity, "memory": quantity}))
+    assert spec.resources.cpu == quantity
+
+
+def test_label_keys_with_a_prefix_and_empty_values_are_labels() -> None:
+    labels = {"app.kubernetes.io/name": "ml", "team": "", "a_b.c-d": "x.Y_z-1"}
+    spec = parse_spec(minimal_spec(resources={"nodeSelector": labels}))
+    assert spec.resources.node_selector == labels
 
 
 def test_scale_to_zero_with_an_arrival_rate_query_is_valid() -> None:

@@ -12,6 +12,7 @@ from typing import Any, Literal
 from pydantic import ConfigDict, Field, model_validator
 
 from .base import DURATION_PATTERN, ApiModel, cel
+from .k8s_values import LABEL_KEY_PATTERN, LABEL_VALUE_PATTERN, LabelMap, Quantity, label_map_field
 
 __all__ = [
     "AnalysisSettings",
@@ -155,10 +156,23 @@ class EngineSpec(ApiModel):
     extra_args: list[str] = Field(
         default_factory=list, max_length=64, description="Extra vLLM flags, passed verbatim."
     )
-    env: list[EnvVar] = Field(default_factory=list, max_length=64)
+    env: list[EnvVar] = Field(
+        default_factory=list,
+        max_length=64,
+        description="Environment of the engine container; each name at most once.",
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
+    )
     hf_token_secret_ref: SecretKeyRef | None = Field(
         default=None, description="Secret with the HuggingFace token (never put it in env)."
     )
+
+    @model_validator(mode="after")
+    def _env_names_once(self) -> EngineSpec:
+        names = [var.name for var in self.env]
+        twice = sorted({name for name in names if names.count(name) > 1})
+        if twice:
+            raise ValueError(f"engine.env: {', '.join(twice)} given more than once")
+        return self
 
     @model_validator(mode="after")
     def _batched_tokens(self) -> EngineSpec:
@@ -171,11 +185,39 @@ class EngineSpec(ApiModel):
         return self
 
 
+_EQUAL_NEEDS_KEY = (
+    "resources.tolerations: operator Equal needs a key (operator Exists without a key "
+    "tolerates every taint)"
+)
+_EXISTS_TAKES_NO_VALUE = "resources.tolerations: operator Exists takes no value"
+
+
 class Toleration(ApiModel):
-    key: str | None = None
+    """As in a pod spec; the API server's rules for one are checked here too."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                cel("self.operator == 'Exists' || (has(self.key) && self.key != '')",
+                    _EQUAL_NEEDS_KEY),
+                cel("self.operator != 'Exists' || !has(self.value) || self.value == ''",
+                    _EXISTS_TAKES_NO_VALUE),
+            ]
+        }
+    )  # fmt: skip
+
+    key: str | None = Field(default=None, max_length=317, pattern=LABEL_KEY_PATTERN)
     operator: Literal["Exists", "Equal"] = "Exists"
-    value: str | None = None
+    value: str | None = Field(default=None, max_length=63, pattern=LABEL_VALUE_PATTERN)
     effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
+
+    @model_validator(mode="after")
+    def _operator_rules(self) -> Toleration:
+        if self.operator == "Equal" and not self.key:
+            raise ValueError(_EQUAL_NEEDS_KEY)
+        if self.operator == "Exists" and self.value:
+            raise ValueError(_EXISTS_TAKES_NO_VALUE)
+        return self
 
 
 class ResourcesSpec(ApiModel):
@@ -204,9 +246,11 @@ class ResourcesSpec(ApiModel):
     min_concurrency: int = Field(
         default=1, ge=1, le=4096, description="Full-length sequences the KV pool must hold."
     )
-    cpu: str | None = Field(default=None, description="CPU request per replica, e.g. '8'.")
-    memory: str | None = Field(default=None, description="Memory request per replica, e.g. 64Gi.")
-    node_selector: dict[str, str] = Field(default_factory=dict)
+    cpu: Quantity | None = Field(default=None, description="CPU request per replica, e.g. '8'.")
+    memory: Quantity | None = Field(
+        default=None, description="Memory request per replica, e.g. 64Gi."
+    )
+    node_selector: LabelMap = label_map_field("resources.nodeSelector")
     tolerations: list[Toleration] = Field(default_factory=list, max_length=32)
 
     @model_validator(mode="after")
@@ -645,8 +689,12 @@ class RolloutSpec(ApiModel):
 class NetworkPeer(ApiModel):
     """Clients allowed to reach the serving port (label selectors, as in a NetworkPolicy)."""
 
-    namespace_selector: dict[str, str] | None = None
-    pod_selector: dict[str, str] | None = None
+    namespace_selector: LabelMap | None = label_map_field(
+        "networkPolicy.allowFrom[].namespaceSelector", optional=True
+    )
+    pod_selector: LabelMap | None = label_map_field(
+        "networkPolicy.allowFrom[].podSelector", optional=True
+    )
 
 
 class NetworkPolicySpec(ApiModel):
@@ -656,8 +704,10 @@ class NetworkPolicySpec(ApiModel):
         max_length=32,
         description="Empty: only pods in the same namespace (and Prometheus) may connect.",
     )
-    prometheus_namespace_selector: dict[str, str] | None = Field(
-        default=None, description="Namespaces whose pods may scrape /metrics."
+    prometheus_namespace_selector: LabelMap | None = label_map_field(
+        "networkPolicy.prometheusNamespaceSelector",
+        optional=True,
+        description="Namespaces whose pods may scrape /metrics.",
     )
 
 
