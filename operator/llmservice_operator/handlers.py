@@ -92,6 +92,15 @@ class OperatorState:
         if self.loop is not None:
             self.loop.call_soon_threadsafe(self.enqueue, key)
 
+    def enqueue_all(self) -> None:
+        for key in list(self.bodies):
+            self.enqueue(key)
+
+    def enqueue_all_threadsafe(self) -> None:
+        """From a watch thread: every known service (a kind they may want is served again)."""
+        if self.loop is not None:
+            self.loop.call_soon_threadsafe(self.enqueue_all)
+
     def schedule(self, key: Key, delay_s: float) -> None:
         """Reconcile ``key`` in ``delay_s`` (or earlier, if it is already due earlier)."""
         loop = asyncio.get_running_loop()
@@ -232,7 +241,7 @@ def register(registry: kopf.OperatorRegistry, state: OperatorState) -> None:
         state.queue = asyncio.Queue()
         if state.background is not None:
             state.background.set_notify(state.enqueue_threadsafe)
-        watches = state.kube.start_watches(_owner_changed(state))
+        watches = state.kube.start_watches(_owner_changed(state), state.enqueue_all_threadsafe)
         synced = await asyncio.to_thread(watches.wait_synced, SYNC_TIMEOUT_S)
         if not synced:
             log.warning("the watch caches did not list everything in %.0fs", SYNC_TIMEOUT_S)

@@ -183,14 +183,6 @@ def test_an_api_removed_after_discovery_is_treated_as_missing(
         install_third_party_crds(cluster, kubectl)
 
 
-@pytest.mark.xfail(
-    reason=(
-        "product bug: the informer finds the re-installed kind (a reconcile for any other "
-        "reason then clears Degraded at once) but finding it reconciles nothing: the service "
-        "stays ScalerAPIMissing, without its ScaledObject, until the 5-minute resync"
-    ),
-    strict=False,
-)
 def test_a_reinstalled_scaler_api_is_noticed_without_a_restart(
     cluster: ClusterInfo,
     namespace: str,

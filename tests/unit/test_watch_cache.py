@@ -65,7 +65,9 @@ class FakeApi:
         return iter(stream)
 
 
-def informer(api: FakeApi, changes: list[str], resolve: Any = None) -> Informer:
+def informer(
+    api: FakeApi, changes: list[str], resolve: Any = None, found: list[int] | None = None
+) -> Informer:
     return Informer(
         DEPLOYMENT,
         None,
@@ -75,6 +77,7 @@ def informer(api: FakeApi, changes: list[str], resolve: Any = None) -> Informer:
         api,
         lambda o: changes.append(o["metadata"]["name"]),
         rediscover_s=0.01,
+        on_found=None if found is None else lambda: found.append(1),
     )
 
 
@@ -89,9 +92,10 @@ def test_lists_then_watches_keeps_the_store_and_index_and_tells_each_change() ->
     ]
     api = FakeApi([obj("chat-a", 5)], [events], stop)
     changes: list[str] = []
-    cache = informer(api, changes)
+    found: list[int] = []
+    cache = informer(api, changes, found=found)
     cache.run(stop)
-    assert cache.synced.is_set() and not cache.missing
+    assert cache.synced.is_set() and not cache.missing and not found
     assert api.watched_from[0] == "10"  # watched from the list's resourceVersion
     assert [o["metadata"]["name"] for o in cache.owned_by("ml", "chat")] == ["chat-a"]
     assert cache.owned_by("ml", "chat")[0]["metadata"]["resourceVersion"] == "12"
@@ -133,10 +137,13 @@ def test_a_kind_the_cluster_does_not_serve_is_missing_and_looked_for_again() -> 
             raise ResourceNotFoundError("not served")
         return api
 
-    cache = informer(api, [], resolve)
+    found: list[int] = []
+    cache = informer(api, [], resolve, found)
     cache.run(stop)
     assert len(tries) == 3 and cache.synced.is_set()
     assert not cache.missing  # installed later: found without a restart
+    # ...and said so once: the services that want the kind have nothing of it to wake them
+    assert found == [1]
     assert [o["metadata"]["name"] for o in cache.owned_by("ml", "chat")] == ["chat-a"]
     informers = InformerSet({DEPLOYMENT: [cache]})
     assert informers.owned_by(DEPLOYMENT, "ml", "chat") is not None

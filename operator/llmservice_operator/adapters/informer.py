@@ -56,6 +56,9 @@ class Informer:
     dynamic: Any
     on_change: Callable[[dict[str, Any]], None]
     rediscover_s: float = 30.0
+    #: Called when a missing kind is served again: every service that wants one of its kind
+    #: must be reconciled, and none of them has an object of it to be woken by.
+    on_found: Callable[[], None] | None = None
     store: dict[Key, dict[str, Any]] = field(default_factory=dict)
     by_service: dict[Key, set[str]] = field(default_factory=dict)
     missing: bool = False
@@ -120,6 +123,7 @@ class Informer:
             fresh[(meta.get("namespace", ""), meta["name"])] = item
         with self._lock:
             old = self.store
+            found_again = self.missing
             self.store = fresh
             self.by_service = {}
             for key, item in fresh.items():
@@ -133,6 +137,9 @@ class Informer:
             before = old.get(key)
             if before is None or _version(before) != _version(item):
                 self.on_change(item)
+        if found_again and self.on_found is not None:
+            log.info("%s is served again", self.kind.kind)
+            self.on_found()
         return str(listed.get("metadata", {}).get("resourceVersion", ""))
 
     def _watch(self, resource: Any, version: str, stop: threading.Event) -> str:

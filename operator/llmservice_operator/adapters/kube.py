@@ -179,16 +179,28 @@ class KubeAdapter:
             self._dynamic.resources.invalidate_cache()
 
     # ------------------------------------------------------------------ watches
-    def start_watches(self, on_change: Callable[[dict[str, Any]], None]) -> InformerSet:
+    def start_watches(
+        self,
+        on_change: Callable[[dict[str, Any]], None],
+        on_found: Callable[[], None] | None = None,
+    ) -> InformerSet:
         """List and watch every owned kind and the services' pods; `on_change(obj)` for each
-        change (from the watch threads)."""
+        change, `on_found()` when a kind that was missing is served again (both from the
+        watch threads)."""
         kinds = [Kind(v, k) for v, k in (*OWNED_KINDS, ("v1", "Pod"))]
         namespaces: Sequence[str | None] = self._namespaces or (None,)
         self._watches = InformerSet(
             {
                 kind: [
                     Informer(
-                        kind, ns, SERVICE, self._resource, self._forget, self._dynamic, on_change
+                        kind,
+                        ns,
+                        SERVICE,
+                        self._resource,
+                        self._forget,
+                        self._dynamic,
+                        on_change,
+                        on_found=on_found,
                     )
                     for ns in namespaces
                 ]
