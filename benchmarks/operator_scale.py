@@ -147,7 +147,24 @@ def bench_cluster(count: int) -> ClusterInfo:
     if nodes:
         info.run_kubectl("apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1",
                          "kind": "List", "items": nodes}))  # fmt: skip
+    _wait_for_earlier_runs_gone(info)
     return info
+
+
+def _wait_for_earlier_runs_gone(info: ClusterInfo, timeout_s: float = 900) -> None:
+    """An earlier run's namespaces (deleted without waiting) are still being emptied: their
+    garbage collection would load the control plane this run measures."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        listed = json.loads(info.run_kubectl("get", "namespaces", "-o", "json"))["items"]
+        left = [n["metadata"]["name"] for n in listed
+                if n["metadata"]["name"].startswith("bench-")]  # fmt: skip
+        if not left:
+            return
+        print(f"waiting for an earlier run's namespaces to go: {left}", file=sys.stderr)
+        for name in left:
+            info.run_kubectl("delete", "namespace", name, "--wait=false")
+        time.sleep(10)
 
 
 def operator_process(info: ClusterInfo) -> psutil.Process:

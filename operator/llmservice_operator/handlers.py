@@ -35,6 +35,7 @@ from .events import Event
 from .reconcile import Reconciler
 from .render.labels import SERVICE
 from .settings import OperatorSettings
+from .workqueue import WorkQueue, priority_of
 
 __all__ = ["OperatorState", "backoff_seconds", "register"]
 
@@ -60,8 +61,7 @@ class OperatorState:
     settings: OperatorSettings
     metrics: OperatorMetrics
     bodies: dict[Key, dict[str, Any]] = field(default_factory=dict)
-    queue: asyncio.Queue[Key] | None = None
-    queued: set[Key] = field(default_factory=set)
+    queue: WorkQueue | None = None
     #: Keys a worker is reconciling now, and those asked for again meanwhile: one key is never
     #: reconciled by two workers at once (both would act on the same status: double smoke
     #: tests, measurements and Events); it is queued again once its reconcile is done.
@@ -79,13 +79,12 @@ class OperatorState:
     loop: asyncio.AbstractEventLoop | None = None
 
     def enqueue(self, key: Key) -> None:
-        if self.queue is None or key in self.queued:
+        if self.queue is None:
             return
         if key in self.processing:
             self.dirty.add(key)
             return
-        self.queued.add(key)
-        self.queue.put_nowait(key)
+        self.queue.put(key, priority_of(self.bodies.get(key)))
 
     def enqueue_threadsafe(self, key: Key) -> None:
         """From a watch or job thread."""
@@ -135,7 +134,6 @@ async def _worker(state: OperatorState) -> None:
     assert state.queue is not None and state.reconciler is not None and state.kube is not None
     while True:
         key = await state.queue.get()
-        state.queued.discard(key)
         state.processing.add(key)
         try:
             await _process(state, key)
@@ -238,7 +236,7 @@ def register(registry: kopf.OperatorRegistry, state: OperatorState) -> None:
         if state.kube is None or state.reconciler is None:  # built by `llmservice run`
             raise kopf.PermanentError("the operator state has no Kubernetes adapter")
         state.loop = asyncio.get_running_loop()
-        state.queue = asyncio.Queue()
+        state.queue = WorkQueue()
         if state.background is not None:
             state.background.set_notify(state.enqueue_threadsafe)
         watches = state.kube.start_watches(_owner_changed(state), state.enqueue_all_threadsafe)

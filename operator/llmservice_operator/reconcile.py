@@ -521,10 +521,15 @@ class Reconciler:
         for obj in decision.apply:
             if obj["kind"] in missing_apis:
                 continue  # reported as a Degraded condition by decide()
-            count += self._kube.apply(obj)
+            applied = self._kube.apply(obj)
+            count += applied is not None
             if obj["kind"] == "Deployment" and obj["metadata"]["name"] in scale_ups:
                 name = obj["metadata"]["name"]
-                self._kube.scale_deployment(namespace, name, scale_ups.pop(name))
+                wanted = scale_ups.pop(name)
+                # A Deployment just made has the replicas the API server defaulted (1): a
+                # second write only when that is not what we want.
+                if (applied or {}).get("spec", {}).get("replicas") != wanted:
+                    self._kube.scale_deployment(namespace, name, wanted)
         for dep_name, replicas in scale_ups.items():
             log.info("scaling %s/%s to %d", namespace, dep_name, replicas)
             self._kube.scale_deployment(namespace, dep_name, replicas)

@@ -12,6 +12,7 @@ from llmservice_operator.adapters.metrics import OperatorMetrics
 from llmservice_operator.handlers import OperatorState, _worker, backoff_seconds, remember
 from llmservice_operator.reconcile import ReconcileResult
 from llmservice_operator.settings import OperatorSettings
+from llmservice_operator.workqueue import ROUTINE, SPEC_CHANGED, WorkQueue, priority_of
 
 KEY = ("ml", "chat")
 
@@ -55,7 +56,7 @@ def test_a_key_is_reconciled_by_one_worker_at_a_time_and_again_when_asked_meanwh
         reconciler = SlowReconciler()
         state.reconciler = reconciler  # type: ignore[assignment]
         state.kube = NoEvents()  # type: ignore[assignment]
-        state.queue = asyncio.Queue()
+        state.queue = WorkQueue()
         state.bodies[KEY] = _body("1")
         workers = [asyncio.create_task(_worker(state)) for _ in range(4)]
         state.enqueue(KEY)
@@ -67,7 +68,7 @@ def test_a_key_is_reconciled_by_one_worker_at_a_time_and_again_when_asked_meanwh
         for worker in workers:
             worker.cancel()
         await asyncio.gather(*workers, return_exceptions=True)
-        assert not state.processing and not state.dirty and not state.queued
+        assert not state.processing and not state.dirty and not len(state.queue)
         return reconciler
 
     reconciler = asyncio.run(scenario())
@@ -104,15 +105,72 @@ def test_our_own_status_write_coming_back_is_not_news() -> None:
 def test_one_timer_per_service_and_the_earliest_due_time_wins() -> None:
     async def scenario() -> list[tuple[str, str]]:
         state = _state()
-        state.queue = asyncio.Queue()
+        state.queue = WorkQueue()
         state.schedule(KEY, 0.2)
         state.schedule(KEY, 5.0)  # later: the earlier one stays
         state.schedule(KEY, 0.05)  # earlier: replaces it
         assert len(state.timers) == 1
         await asyncio.sleep(0.1)
-        fired = [state.queue.get_nowait() for _ in range(state.queue.qsize())]
+        fired = [state.queue.get_nowait() for _ in range(len(state.queue))]
         await asyncio.sleep(0.2)  # the replaced 0.2 s timer does not fire again
-        fired += [state.queue.get_nowait() for _ in range(state.queue.qsize())]
+        fired += [state.queue.get_nowait() for _ in range(len(state.queue))]
         return fired
 
     assert asyncio.run(scenario()) == [KEY]
+
+
+def _service(name: str, generation: int, observed: int | None) -> dict[str, Any]:
+    status = {} if observed is None else {"status": {"observedGeneration": observed}}
+    return {"metadata": {"namespace": "ml", "name": name, "generation": generation}, **status}
+
+
+def test_a_spec_not_acted_on_yet_is_urgent() -> None:
+    assert priority_of(_service("new", 1, None)) == SPEC_CHANGED
+    assert priority_of(_service("edited", 3, 2)) == SPEC_CHANGED
+    assert priority_of(_service("done", 3, 3)) == ROUTINE
+    assert priority_of(None) == ROUTINE
+
+
+def test_the_queue_serves_spec_changes_first_each_key_once_and_moves_a_key_up() -> None:
+    queue = WorkQueue()
+    a, b, c = ("ml", "a"), ("ml", "b"), ("ml", "c")
+    queue.put(a, ROUTINE)
+    queue.put(b, ROUTINE)
+    queue.put(a, ROUTINE)  # already waiting: keeps its place
+    queue.put(c, SPEC_CHANGED)
+    queue.put(b, SPEC_CHANGED)  # more urgent now: moves up, behind c
+    assert len(queue) == 3 and b in queue
+    assert [queue.get_nowait() for _ in range(len(queue))] == [c, b, a]
+    assert not len(queue)
+    queue.put(b, ROUTINE)  # its stale entry is gone: put again, served once
+    assert [queue.get_nowait() for _ in range(len(queue))] == [b]
+
+
+def test_workers_take_new_services_before_routine_work() -> None:
+    async def scenario() -> list[str]:
+        state = _state()
+        order: list[str] = []
+
+        class Recording:
+            def reconcile(self, body: dict[str, Any]) -> ReconcileResult:
+                order.append(body["metadata"]["name"])
+                return ReconcileResult(
+                    [], wrote_status=False, applied=0, deleted=0, requeue_at=None
+                )
+
+        state.reconciler = Recording()  # type: ignore[assignment]
+        state.kube = NoEvents()  # type: ignore[assignment]
+        state.queue = WorkQueue()
+        for i in range(3):
+            key = ("ml", f"done-{i}")
+            state.bodies[key] = _service(key[1], 2, 2)
+            state.enqueue(key)
+        state.bodies[("ml", "new")] = _service("new", 1, None)
+        state.enqueue(("ml", "new"))
+        worker = asyncio.create_task(_worker(state))
+        await asyncio.sleep(0.1)
+        worker.cancel()
+        await asyncio.gather(worker, return_exceptions=True)
+        return order
+
+    assert asyncio.run(scenario()) == ["new", "done-0", "done-1", "done-2"]

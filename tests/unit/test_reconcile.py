@@ -35,6 +35,7 @@ class FakeKube:
         self.deployments: dict[str, dict[str, Any]] = {}
         self.events: list[tuple[str, str, str]] = []
         self.applied: list[str] = []
+        self.scaled: list[tuple[str, int]] = []
         self.status_patches: list[dict[str, Any]] = []
         self.refuse_apply: ApiException | None = None
         self.refuse_status: ApiException | None = None
@@ -58,15 +59,21 @@ class FakeKube:
             ]
         return state
 
-    def apply(self, obj: dict[str, Any]) -> bool:
+    def apply(self, obj: dict[str, Any]) -> dict[str, Any]:
         if self.refuse_apply is not None:
             raise self.refuse_apply
         self.applied.append(obj["kind"])
+        stored = copy.deepcopy(obj)
         if obj["kind"] == "Deployment":
-            self.deployments[obj["metadata"]["name"]] = copy.deepcopy(obj)
-        return True
+            # As the API server: replicas another manager wrote stay; a new one defaults to 1.
+            before = self.deployments.get(obj["metadata"]["name"])
+            default = before["spec"].get("replicas", 1) if before is not None else 1
+            stored["spec"].setdefault("replicas", default)
+            self.deployments[obj["metadata"]["name"]] = stored
+        return copy.deepcopy(stored)
 
     def scale_deployment(self, namespace: str, name: str, replicas: int) -> None:
+        self.scaled.append((name, replicas))
         self.deployments[name]["spec"]["replicas"] = replicas
 
     def delete(self, api_version: str, kind: str, namespace: str, name: str) -> None:
@@ -238,6 +245,21 @@ def test_nothing_changed_nothing_decided_applied_or_written() -> None:
         result = reconciler.reconcile(copy.deepcopy(kube.body))
         assert not result.wrote_status and result.applied == 0
     assert (len(kube.applied), len(kube.status_patches)) == (applied, patches)
+
+
+def test_a_new_deployment_is_scaled_only_when_the_default_of_1_is_not_what_is_wanted() -> None:
+    for min_replicas, scaled in ((1, []), (2, [("chat-", 2)])):
+        body = _body()
+        body["spec"]["scaling"] = {"mode": "operator", "minReplicas": min_replicas,
+                                   "maxReplicas": 3}  # fmt: skip
+        del body["spec"]["replicas"]
+        kube = FakeKube(body)
+        reconciler = Reconciler(kube, load_catalog(), "http://prometheus:9090", clock=lambda: T0)
+        reconciler.reconcile(copy.deepcopy(kube.body))
+        [deployment] = kube.deployments.values()
+        replicas = deployment["spec"]["replicas"]
+        assert replicas == min_replicas
+        assert [(n[: len("chat-")], r) for n, r in kube.scaled] == scaled, kube.scaled
 
 
 def _refusal(message: str) -> ApiException:

@@ -253,23 +253,24 @@ class KubeAdapter:
         return keys
 
     # ------------------------------------------------------------------ writes
-    def apply(self, obj: dict[str, Any]) -> bool:
+    def apply(self, obj: dict[str, Any]) -> dict[str, Any] | None:
         """Server-side apply under FIELD_MANAGER, unless it would change nothing
-        (:class:`AppliedLedger`). True when applied."""
+        (:class:`AppliedLedger`). The object as the API server returned it; None when not
+        applied."""
         meta = obj["metadata"]
         key = (obj["kind"], meta.get("namespace", ""), meta["name"])
         current = self._cached(obj["kind"], obj["apiVersion"], key[1], key[2])
         if not self._ledger.needed(key, obj, current):
-            return False
+            return None
         resource = self._resource(obj["apiVersion"], obj["kind"])
-        applied = resource.server_side_apply(
+        applied: dict[str, Any] = resource.server_side_apply(
             body=obj,
             namespace=meta.get("namespace"),
             field_manager=FIELD_MANAGER,
             force_conflicts=True,
-        )
-        self._ledger.record(key, obj, applied.to_dict())
-        return True
+        ).to_dict()
+        self._ledger.record(key, obj, applied)
+        return applied
 
     def _cached(self, kind: str, api_version: str, namespace: str, name: str) -> Any:
         if self._watches is None:
