@@ -197,14 +197,20 @@ def render_get(
 ) -> str:
     """``kubectl llms get NAME``: the rollout, its revisions with their Deployments and pods,
     and each check's last measurements. ``now`` None: no ages (to tell frames apart)."""
-    meta = obj["metadata"]
-    spec = obj.get("spec") or {}
     status = obj.get("status") or {}
-    revisions = status.get("revisions") or {}
+    lines = _header(obj)
+    lines += _tree(obj, deployments, pods, now)
+    lines += _analysis_runs(status.get("rollout") or {})
+    return "\n".join(lines) + "\n"
+
+
+def _header(obj: Mapping[str, Any]) -> list[str]:
+    """Name, status, strategy, and the rollout's step, weights and controls."""
+    meta = obj["metadata"]
+    status = obj.get("status") or {}
     rollout = status.get("rollout") or {}
-    plan = spec.get("rollout") or {}
+    plan = (obj.get("spec") or {}).get("rollout") or {}
     strategy = "BlueGreen" if plan.get("strategy") == "blueGreen" else "Canary"
-    candidate, stable = revisions.get("candidate"), revisions.get("stable")
     lines = [
         f"Name:            {meta['name']}",
         f"Namespace:       {meta.get('namespace', '')}",
@@ -213,30 +219,44 @@ def render_get(
     if rollout.get("message"):
         lines.append(f"Message:         {rollout['message']}")
     lines.append(f"Strategy:        {strategy}")
-    if candidate:
-        steps = len(plan.get("steps") or [])
-        fast = rollout.get("fastRollback")
-        total = 1 if fast else steps + (1 if strategy == "Canary" else 2)
-        lines.append(f"  Step:          {rollout.get('step', 0)}/{total}")
-        if strategy == "Canary":
-            lines.append(f"  SetWeight:     {_set_weight(plan, rollout)}")
-        lines.append(f"  ActualWeight:  {rollout.get('weight', 0)}")
-        flags = [
-            label
-            for key, label in (
-                ("userPaused", "paused by a person"),
-                ("promoteFull", "full promotion"),
-                ("analysisSkipped", "analysis skipped"),
-                ("fastRollback", "fast rollback"),
-                ("resumeAfterAnalysis", "resume after the analysis"),
-            )
-            if rollout.get(key)
-        ]
-        if flags:
-            lines.append(f"  Controls:      {', '.join(flags)}")
+    if not (status.get("revisions") or {}).get("candidate"):
+        return lines
+    steps = len(plan.get("steps") or [])
+    fast = rollout.get("fastRollback")
+    total = 1 if fast else steps + (1 if strategy == "Canary" else 2)
+    lines.append(f"  Step:          {rollout.get('step', 0)}/{total}")
+    if strategy == "Canary":
+        lines.append(f"  SetWeight:     {_set_weight(plan, rollout)}")
+    lines.append(f"  ActualWeight:  {rollout.get('weight', 0)}")
+    flags = [
+        label
+        for key, label in (
+            ("userPaused", "paused by a person"),
+            ("promoteFull", "full promotion"),
+            ("analysisSkipped", "analysis skipped"),
+            ("fastRollback", "fast rollback"),
+            ("resumeAfterAnalysis", "resume after the analysis"),
+        )
+        if rollout.get(key)
+    ]
+    if flags:
+        lines.append(f"  Controls:      {', '.join(flags)}")
+    return lines
+
+
+def _tree(
+    obj: Mapping[str, Any],
+    deployments: Sequence[Mapping[str, Any]],
+    pods: Sequence[Mapping[str, Any]],
+    now: datetime | None,
+) -> list[str]:
+    """The LLMService, its revisions (candidate, stable, then the rest), their Deployments."""
+    meta = obj["metadata"]
+    status = obj.get("status") or {}
+    revisions = status.get("revisions") or {}
+    candidate, stable = revisions.get("candidate"), revisions.get("stable")
     log = {e.get("revision"): e for e in revisions.get("log") or []}
-    lines.append("")
-    lines.append(f"{'NAME':<52} {'KIND':<11} {'STATUS':<22} AGE")
+    lines = ["", f"{'NAME':<52} {'KIND':<11} {'STATUS':<22} AGE"]
     lines.append(f"{'⟳ ' + meta['name']:<52} {'LLMService':<11} {_state(status):<22} "
                  f"{_age(meta.get('creationTimestamp'), now)}")  # fmt: skip
     by_revision: dict[str, list[Mapping[str, Any]]] = {}
@@ -248,46 +268,56 @@ def render_get(
         r for r in by_revision if r not in (candidate, stable)
     )
     for i, rev in enumerate(order):
-        last_rev = i == len(order) - 1
         role = "candidate" if rev == candidate else "stable" if rev == stable else ""
         if rev == revisions.get("failed"):
             role = (role + " failed").strip()
         number = (log.get(rev) or {}).get("number")
         label = f"# revision:{number}" if number else "# revision"
-        branch, stem = ("└──", "   ") if last_rev else ("├──", "│  ")
+        branch, stem = ("└──", "   ") if i == len(order) - 1 else ("├──", "│  ")
         lines.append(f"{branch}{label} {rev}  {role}".rstrip())
-        deps = by_revision.get(rev, [])
-        for j, dep in enumerate(deps):
-            dep_status = dep.get("status") or {}
-            want = (dep.get("spec") or {}).get("replicas") or 0
-            ready = dep_status.get("readyReplicas") or 0
-            mark = "✔" if ready >= want else "◌"
-            last_dep = j == len(deps) - 1
-            dbranch, dstem = ("└──", "   ") if last_dep else ("├──", "│  ")
-            name = f"{stem}{dbranch}⧉ {dep['metadata']['name']}"
+        mine = [p for p in pods if (p.get("metadata", {}).get("labels") or {}).get(REVISION) == rev]
+        lines += _deployment_lines(by_revision.get(rev, []), mine, stem, now)
+    return lines
+
+
+def _deployment_lines(
+    deps: Sequence[Mapping[str, Any]],
+    pods: Sequence[Mapping[str, Any]],
+    stem: str,
+    now: datetime | None,
+) -> list[str]:
+    """One revision's Deployments, each with that revision's pods under it."""
+    lines = []
+    for j, dep in enumerate(deps):
+        dep_status = dep.get("status") or {}
+        want = (dep.get("spec") or {}).get("replicas") or 0
+        ready = dep_status.get("readyReplicas") or 0
+        mark = "✔" if ready >= want else "◌"
+        dbranch, dstem = ("└──", "   ") if j == len(deps) - 1 else ("├──", "│  ")
+        name = f"{stem}{dbranch}⧉ {dep['metadata']['name']}"
+        lines.append(
+            f"{name:<52} {'Deployment':<11} {mark + f' {ready}/{want} Ready':<22} "
+            f"{_age(dep['metadata'].get('creationTimestamp'), now)}"
+        )
+        for k, pod in enumerate(sorted(pods, key=lambda p: p["metadata"]["name"])):
+            pbranch = "└──" if k == len(pods) - 1 else "├──"
+            if pod["metadata"].get("deletionTimestamp"):
+                state = "◌ Terminating"
+            elif _ready(pod):
+                state = "✔ Ready"
+            else:
+                state = f"◌ {(pod.get('status') or {}).get('phase', 'Pending')}"
+            pname = f"{stem}{dstem}{pbranch}□ {pod['metadata']['name']}"
             lines.append(
-                f"{name:<52} {'Deployment':<11} {mark + f' {ready}/{want} Ready':<22} "
-                f"{_age(dep['metadata'].get('creationTimestamp'), now)}"
+                f"{pname:<52} {'Pod':<11} {state:<22} "
+                f"{_age(pod['metadata'].get('creationTimestamp'), now)}"
             )
-            mine = [
-                p for p in pods
-                if (p.get("metadata", {}).get("labels") or {}).get(REVISION) == rev
-            ]  # fmt: skip
-            for k, pod in enumerate(sorted(mine, key=lambda p: p["metadata"]["name"])):
-                pbranch = "└──" if k == len(mine) - 1 else "├──"
-                deleting = pod["metadata"].get("deletionTimestamp")
-                state = (
-                    "◌ Terminating"
-                    if deleting
-                    else "✔ Ready"
-                    if _ready(pod)
-                    else f"◌ {(pod.get('status') or {}).get('phase', 'Pending')}"
-                )
-                pname = f"{stem}{dstem}{pbranch}□ {pod['metadata']['name']}"
-                lines.append(
-                    f"{pname:<52} {'Pod':<11} {state:<22} "
-                    f"{_age(pod['metadata'].get('creationTimestamp'), now)}"
-                )
+    return lines
+
+
+def _analysis_runs(rollout: Mapping[str, Any]) -> list[str]:
+    """The step's analysis and the background analysis, each with its checks' measurements."""
+    lines: list[str] = []
     for title, key in (("Analysis", "analysis"), ("Background analysis", "backgroundAnalysis")):
         run = rollout.get(key)
         if not run:
@@ -303,7 +333,7 @@ def render_get(
             f"{title}: {_VERDICT.get(str(run.get('phase')), '')} {run.get('phase')} ({counts}{nxt})"
         )
         lines.extend(_checks_table(run))
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 def _set_weight(plan: Mapping[str, Any], rollout: Mapping[str, Any]) -> int:
