@@ -485,21 +485,9 @@ def estimate_load(
     capacity_now = _capacity_learned_now(
         full, learned_capacity or prior, learned=learned_capacity is not None
     )
-    capacity = capacity_now or learned_capacity
-    rps = learned_now or learned_throughput
-    throughput: float | None
-    source: Literal["learned", "prior"] | None = "learned"
-    if capacity is not None and mix is not None:
-        throughput = capacity.requests_per_second(mix)
-    elif rps is not None:
-        throughput = rps
-    elif capacity is not None:
-        throughput = capacity.requests_per_second(DEFAULT_MIX)
-    elif prior is not None:
-        capacity, source = prior, "prior"
-        throughput = capacity.requests_per_second(mix or DEFAULT_MIX)
-    else:
-        throughput, source = None, None
+    throughput, capacity, source = _throughput(
+        capacity_now or learned_capacity, learned_now or learned_throughput, prior, mix
+    )
     fleet = _fleet(config, samples, ready, gateway_waiting, arrival_rate, completions)
     demand = _Demand(fleet, throughput)
     n_fit = _fewest_replicas(config, demand, 1.0, headroom=True)
@@ -533,6 +521,26 @@ def estimate_load(
         learned_capacity=capacity_now,
         throughput_source=source,
     )
+
+
+def _throughput(
+    capacity: TokenCapacity | None,
+    rps: float | None,
+    prior: TokenCapacity | None,
+    mix: RequestMix | None,
+) -> tuple[float | None, TokenCapacity | None, Literal["learned", "prior"] | None]:
+    """``mu`` (requests/s of a full replica), the capacity in tokens it came from, and where
+    it came from: the first known of the learned capacity for the reported mix, the learned
+    requests/s, the learned capacity for the default mix, the prior."""
+    if capacity is not None and mix is not None:
+        return capacity.requests_per_second(mix), capacity, "learned"
+    if rps is not None:
+        return rps, capacity, "learned"
+    if capacity is not None:
+        return capacity.requests_per_second(DEFAULT_MIX), capacity, "learned"
+    if prior is not None:
+        return prior.requests_per_second(mix or DEFAULT_MIX), prior, "prior"
+    return None, None, None
 
 
 def _full_window(sample: ReplicaSample) -> bool:
