@@ -53,19 +53,18 @@ class WorkQueue:
 
     async def get(self) -> Key:
         while True:
-            priority, _, key = await self._entries.get()
-            if self._take(key, priority):
+            _, _, key = await self._entries.get()
+            if self._take(key):
                 return key
 
     def get_nowait(self) -> Key:
         """The next key; raises asyncio.QueueEmpty when none waits."""
         while True:
-            priority, _, key = self._entries.get_nowait()
-            if self._take(key, priority):
+            _, _, key = self._entries.get_nowait()
+            if self._take(key):
                 return key
 
-    def _take(self, key: Key, priority: int) -> bool:
-        if self._waiting.get(key) != priority:
-            return False  # moved up and taken already, or taken and put again since
-        del self._waiting[key]
-        return True
+    def _take(self, key: Key) -> bool:
+        # An entry left behind when its key moved up: that key was taken through the more
+        # urgent entry, which sorts first; if the key is waiting again, serving it now is fine.
+        return self._waiting.pop(key, None) is not None
