@@ -525,11 +525,9 @@ class Reconciler:
             count += applied is not None
             if obj["kind"] == "Deployment" and obj["metadata"]["name"] in scale_ups:
                 name = obj["metadata"]["name"]
-                wanted = scale_ups.pop(name)
-                # A Deployment just made has the replicas the API server defaulted (1): a
-                # second write only when that is not what we want.
-                if (applied or {}).get("spec", {}).get("replicas") != wanted:
-                    self._kube.scale_deployment(namespace, name, wanted)
+                # Even at the API server's default of 1: the autoscaler's field manager is the
+                # one owner of replicas (one writer per field).
+                self._kube.scale_deployment(namespace, name, scale_ups.pop(name))
         for dep_name, replicas in scale_ups.items():
             log.info("scaling %s/%s to %d", namespace, dep_name, replicas)
             self._kube.scale_deployment(namespace, dep_name, replicas)

@@ -247,8 +247,8 @@ def test_nothing_changed_nothing_decided_applied_or_written() -> None:
     assert (len(kube.applied), len(kube.status_patches)) == (applied, patches)
 
 
-def test_a_new_deployment_is_scaled_only_when_the_default_of_1_is_not_what_is_wanted() -> None:
-    for min_replicas, scaled in ((1, []), (2, [("chat-", 2)])):
+def test_a_new_deployment_gets_its_replicas_from_the_autoscalers_write() -> None:
+    for min_replicas in (1, 2):
         body = _body()
         body["spec"]["scaling"] = {"mode": "operator", "minReplicas": min_replicas,
                                    "maxReplicas": 3}  # fmt: skip
@@ -256,10 +256,11 @@ def test_a_new_deployment_is_scaled_only_when_the_default_of_1_is_not_what_is_wa
         kube = FakeKube(body)
         reconciler = Reconciler(kube, load_catalog(), "http://prometheus:9090", clock=lambda: T0)
         reconciler.reconcile(copy.deepcopy(kube.body))
-        [deployment] = kube.deployments.values()
-        replicas = deployment["spec"]["replicas"]
-        assert replicas == min_replicas
-        assert [(n[: len("chat-")], r) for n, r in kube.scaled] == scaled, kube.scaled
+        [(name, deployment)] = kube.deployments.items()
+        assert deployment["spec"]["replicas"] == min_replicas
+        # Written by the autoscaler even when it is the API server's default, so that one
+        # field manager owns replicas from the start.
+        assert kube.scaled == [(name, min_replicas)], kube.scaled
 
 
 def _refusal(message: str) -> ApiException:
