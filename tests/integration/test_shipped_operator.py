@@ -5,6 +5,7 @@ health endpoints, read from each pod (its metrics, its logs, `kubectl exec`)."""
 from __future__ import annotations
 
 import json
+import subprocess
 import time
 import urllib.error
 import urllib.request
@@ -14,6 +15,7 @@ from typing import Any
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
+from llmservice_dev.images import ensure_docker, ensure_images, operator_image
 from llmservice_dev.localcluster import ClusterInfo
 from llmservice_dev.localcluster.cluster import OPERATOR_NAMESPACE
 
@@ -204,3 +206,15 @@ def test_bad_settings_crash_loop_with_the_reason_in_the_log(
     log = op.pod_log(terminated["pod"], previous=True)
     assert "llmservice run: error: bad settings: LLMSERVICE_WORKERS" in log, log
     assert "Traceback" not in log
+
+
+def test_the_image_runs_read_only_as_its_own_user() -> None:
+    """As the chart runs it: a read-only root filesystem, uid 10001, and here no network."""
+    ensure_images(with_vllm=False)
+    run = subprocess.run(
+        [ensure_docker(), "run", "--rm", "--read-only", "--user", "10001", "--network", "none",
+         operator_image(), "--help"],
+        capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.startswith("usage: llmservice") and "run the operator" in run.stdout
