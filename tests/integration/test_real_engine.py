@@ -173,7 +173,11 @@ def test_a_candidate_that_breaks_the_ttft_slo_is_rolled_back_while_the_stable_se
     rollout rolls back. The stable serves the load generator throughout, without an error."""
     step = Steps()
     operators.start(namespace, LLMSERVICE_PROMETHEUS_URL=cluster.prometheus_url)
-    doc = tiny(namespace, scaling=MANUAL, replicas=1, rollout=canary(), slo=SLO)
+    # What is judged here is the analysis of the engine's own histograms; the smoke test's
+    # long prompt can break the TTFT SLO first on a busy machine (2.4 s in one CI run: a
+    # rollback before any traffic). (b) covers the real smoke test.
+    rollout = canary(smokeTest={"enabled": False})
+    doc = tiny(namespace, scaling=MANUAL, replicas=1, rollout=rollout, slo=SLO)
     kube.apply(doc)
     kube.wait_available(NAME, timeout=240)
     stable = kube.revisions(NAME)["stable"]
