@@ -65,7 +65,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any, Literal
@@ -900,6 +900,25 @@ class _Machine:
                 f"skipped: {fast}",
             )
 
+    def judged(
+        self,
+        run: AnalysisRunStatus,
+        checks: Sequence[ResolvedCheck],
+        results: Mapping[str, QueryResult],
+        policy: AnalysisPolicy,
+        label: str,
+    ) -> AnalysisRunStatus:
+        """``run`` with one measurement judged and recorded, and its AnalysisMeasurement
+        Event (``label`` and the measurement's number, then its summary)."""
+        outcome = judge_measurement(checks, results, policy)
+        run = record_measurement(run, outcome, policy, self.now)
+        self.event(
+            "Normal" if outcome.verdict == "Successful" else "Warning",
+            "AnalysisMeasurement",
+            f"{label} {run.measurements_taken + run.errors}: {outcome.summary}",
+        )
+        return run
+
     def advance(self, candidate: str) -> None:
         if self.rollout is None or self.rollout.step_started_at is None:
             self.update_rollout(step_started_at=to_rfc3339(self.now))
@@ -1192,14 +1211,7 @@ class _Machine:
             if results is None:
                 self.measure = checks
             else:
-                outcome = judge_measurement(checks, results, policy)
-                run = record_measurement(run, outcome, policy, self.now)
-                self.event(
-                    "Normal" if outcome.verdict == "Successful" else "Warning",
-                    "AnalysisMeasurement",
-                    f"{self.where(index)} measurement {run.measurements_taken + run.errors}: "
-                    f"{outcome.summary}",
-                )
+                run = self.judged(run, checks, results, policy, f"{self.where(index)} measurement")
         self.update_rollout(analysis=run, message=f"{self.where(index)}: analysis {run.message}")
         if run.phase == "Running":
             if run.next_measurement_at is not None and self.measure is None:
@@ -1295,14 +1307,10 @@ class _Machine:
                     replace(c, name=BACKGROUND_PREFIX + c.name) for c in checks
                 )
             else:
-                outcome = judge_measurement(checks, results, policy)
-                run = record_measurement(run, outcome, policy, self.now)
-                self.event(
-                    "Normal" if outcome.verdict == "Successful" else "Warning",
-                    "AnalysisMeasurement",
-                    f"background analysis at {self.where(index)}, measurement "
-                    f"{run.measurements_taken + run.errors}: {outcome.summary}",
-                )
+                run = self.judged(
+                    run, checks, results, policy,
+                    f"background analysis at {self.where(index)}, measurement",
+                )  # fmt: skip
         self.update_rollout(background_analysis=run)
         if run.phase == "Running":
             if run.next_measurement_at is not None and self.background_measure is None:
