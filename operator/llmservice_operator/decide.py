@@ -32,6 +32,7 @@ from .render.objects import (
     http_route,
     network_policy,
     pod_disruption_budget,
+    prometheus_rule,
     scaler,
 )
 from .render.objects import service as render_service
@@ -347,6 +348,7 @@ def _desired_objects(
     scale = scaler(render_input, deployment_name(name, stable))
     if scale is not None:
         objects.append(scale)
+    objects.append(prometheus_rule(render_input))  # applied where its CRD is served
     route = http_route(render_input, traffic.route_weights, traffic.preview_revision is not None)
     if route is not None:
         objects.append(route)

@@ -35,7 +35,13 @@ def _observed(owned: dict[tuple[str, str], Any] | None = None) -> ObservedState:
 def test_first_reconcile_creates_owned_objects_and_reports_sizing() -> None:
     decision = decide(_body(), _observed(), CATALOG, NOW, "http://prom:9090")
     kinds = sorted(o["kind"] for o in decision.apply)
-    assert kinds == ["Deployment", "NetworkPolicy", "PodDisruptionBudget", "Service"]
+    assert kinds == [
+        "Deployment",
+        "NetworkPolicy",
+        "PodDisruptionBudget",
+        "PrometheusRule",
+        "Service",
+    ]
     for obj in decision.apply:
         [owner] = obj["metadata"]["ownerReferences"]
         assert owner["uid"] == "u-1" and owner["controller"] is True

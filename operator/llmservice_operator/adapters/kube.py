@@ -55,6 +55,7 @@ OWNED_KINDS: tuple[tuple[str, str], ...] = (
     ("autoscaling/v2", "HorizontalPodAutoscaler"),
     ("keda.sh/v1alpha1", "ScaledObject"),
     ("gateway.networking.k8s.io/v1", "HTTPRoute"),
+    ("monitoring.coreos.com/v1", "PrometheusRule"),  # alerts, where the CRD is served
     ("batch/v1", "Job"),  # a blue-green preview's load test (render/load_test.py)
 )
 

@@ -21,6 +21,7 @@ from ..api import LLMService, SpecError
 from ..api.spec import LLMServiceSpec, ScalingBehavior
 from ..autoscale.policy import resolve_target_queue_depth
 from ..vllm.flags import flag_table
+from .alerts import alert_context
 from .labels import MANAGED_BY, REVISION, SERVICE, revision_selector, selector_labels
 from .shape import ServingShape
 
@@ -34,6 +35,7 @@ __all__ = [
     "network_policy",
     "pod_template",
     "pod_disruption_budget",
+    "prometheus_rule",
     "render_service_objects",
     "revision_hash",
     "scaler",
@@ -424,6 +426,14 @@ def scaler(render_input: RenderInput, target_deployment: str) -> dict[str, Any] 
     return None
 
 
+def prometheus_rule(render_input: RenderInput) -> dict[str, Any]:
+    """The service's alert rules (render/alerts.py); applied where the cluster serves the
+    Prometheus Operator's PrometheusRule, like KEDA's ScaledObject."""
+    return _render(
+        "prometheusrule.yaml.j2", **alert_context(render_input, _common_labels(render_input))
+    )
+
+
 def _replicas_field(render_input: RenderInput) -> int | None:
     """Who writes Deployment.spec.replicas: only manual mode puts it in the rendered object."""
     scaling = render_input.spec.scaling
@@ -455,6 +465,7 @@ def render_service_objects(render_input: RenderInput) -> list[dict[str, Any]]:
     scale = scaler(render_input, deployment_name(render_input.name, revision))
     if scale is not None:
         objects.append(scale)
+    objects.append(prometheus_rule(render_input))
     for obj in objects:
         obj["metadata"].setdefault("labels", {})[SERVICE] = render_input.name
     return objects
