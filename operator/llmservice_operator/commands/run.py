@@ -74,6 +74,7 @@ def _run(args: argparse.Namespace) -> int:
     from ..adapters.health import Health
     from ..adapters.kube import KubeAdapter
     from ..adapters.metrics import OperatorMetrics
+    from ..adapters.service_metrics import ServiceStatusCollector
     from ..handlers import OperatorState, register
     from ..reconcile import Reconciler
 
@@ -113,6 +114,8 @@ def _run(args: argparse.Namespace) -> int:
         ),
         heartbeat=health.beat,
     )
+    # Per-service gauges for the chart's dashboard, read from the bodies at scrape time.
+    metrics.registry.register(ServiceStatusCollector(lambda: state.bodies.values()))
     registry = kopf.OperatorRegistry()
     register(registry, state)
     namespaces = settings.namespace_list()
