@@ -12,7 +12,13 @@ __all__ = ["main"]
 
 #: Each subcommand is the module of that name under llmservice_operator.commands: its
 #: add_parser() declares the flags and the help, its run() does the work.
-SUBCOMMANDS: tuple[str, ...] = ("size", "plan", "crd", "run", "sim", "load", "probe")
+SUBCOMMANDS: tuple[str, ...] = (
+    "size", "plan", "crd", "run", "sim", "load", "probe", "cache-model",
+)  # fmt: skip
+
+
+def _module(command: str) -> str:
+    return f"llmservice_operator.commands.{command.replace('-', '_')}"
 
 
 def _parser(only: str | None) -> tuple[OneLineParser, dict[str, OneLineParser]]:
@@ -25,7 +31,7 @@ def _parser(only: str | None) -> tuple[OneLineParser, dict[str, OneLineParser]]:
     for name in SUBCOMMANDS:
         if only is not None and name != only:
             continue  # importing every command (kopf, aiohttp) would slow down `size`
-        module = importlib.import_module(f"llmservice_operator.commands.{name}")
+        module = importlib.import_module(_module(name))
         module.add_parser(subparsers)
     return parser, subparsers.choices
 
@@ -37,7 +43,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args, unknown = parser.parse_known_args(argv)
     if unknown:  # said by the subcommand's parser: `llmservice size: error: ...`
         commands[args.command].error(f"unrecognized arguments: {' '.join(unknown)}")
-    module = importlib.import_module(f"llmservice_operator.commands.{args.command}")
+    module = importlib.import_module(_module(args.command))
     code: int = module.run(args)
     return code
 

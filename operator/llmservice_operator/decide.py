@@ -23,9 +23,12 @@ from .api.status import (
 )
 from .conditions import find, set_condition
 from .events import Event, EventType
+from .model_cache import CacheState, cache_state
 from .observed import ObservedState
+from .render.cache_layout import cached_model_path
 from .render.labels import REVISION, SERVICE, selector_labels
 from .render.load_test import LoadTestRuntime, load_test_job
+from .render.model_cache import cache_job, cache_job_name, cache_pvc
 from .render.objects import (
     deployment,
     deployment_name,
@@ -245,6 +248,9 @@ def decide(
         return _invalid(body, err, now, generation)
 
     current = _current_status(body)
+    cache = _model_cache(plan, observed, load_test)
+    if cache is not None and not cache[1].ready:
+        return _wait_for_cache(body, service, plan, observed, current, cache, scaling, now)
     template = plan.pod_template
     revision = plan.revision
     deployments = observed.deployments()
@@ -284,9 +290,15 @@ def decide(
     if rescaled is not None:
         decision.events.append(rescaled)
     _desired_objects(decision, body, observed, plan, template, revision, rollout, load_test)
+    if cache is not None:  # kept while the revision serves: the Job is its verified copy's record
+        kept = {(o["kind"], o["metadata"]["name"]) for o in cache[0]}
+        decision.apply.extend(_owned(body, service.metadata.name, cache[0]))
+        decision.delete = [d for d in decision.delete if (d[1], d[2]) not in kept]
     decision.events.extend(rollout.events)
     serving = _serving(observed, deployments, rollout, total)
     writer = _ConditionWriter(list(current.conditions), now, generation, decision.events)
+    if cache is not None:
+        writer.put("ModelCached", cache[1].status, cache[1].reason, cache[1].message)
     status = _status(service, plan, current, rollout, serving, scaling, writer, generation)
     decision.status = status.model_dump(by_alias=True, mode="json")
     return decision
@@ -301,6 +313,108 @@ REVISION_SPEC_KEYS = ("model", "engine", "resources", "serving", "slo")
 def _revision_spec(body: dict[str, Any]) -> dict[str, Any]:
     spec = body.get("spec") or {}
     return {k: spec[k] for k in REVISION_SPEC_KEYS if k in spec}
+
+
+def _owned(body: dict[str, Any], name: str, objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    owner = _owner_reference(body)
+    for obj in objects:
+        obj["metadata"].setdefault("labels", {})[SERVICE] = name
+        obj["metadata"]["ownerReferences"] = [owner]
+    return objects
+
+
+def _model_cache(
+    plan: ServicePlan, observed: ObservedState, runtime: LoadTestRuntime | None
+) -> tuple[list[dict[str, Any]], CacheState] | None:
+    """The model cache's PVC and download Job, and ModelCached; None without spec.model.cache."""
+    render_input = plan.render_input
+    model = render_input.spec.model
+    if model.cache is None or model.revision is None:
+        return None
+    objects: list[dict[str, Any]] = []
+    pvc = cache_pvc(render_input, plan.sizing.weight_bytes)
+    if pvc is not None:
+        have = observed.owned.get(("PersistentVolumeClaim", pvc["metadata"]["name"]))
+        size = ((have or {}).get("spec") or {}).get("resources", {}).get("requests", {})
+        if have is not None and size.get("storage") and model.cache.size is None:
+            pvc = cache_pvc(render_input, plan.sizing.weight_bytes, str(size["storage"]))
+        assert pvc is not None
+        objects.append(pvc)
+    if runtime is None:
+        return objects, CacheState(
+            "False",
+            "NoOperatorImage",
+            "the download Job runs the operator's own image, which the operator was not told "
+            "(LLMSERVICE_OPERATOR_IMAGE; the chart sets it)",
+        )
+    objects.append(cache_job(render_input, runtime))
+    job = observed.owned.get(("Job", cache_job_name(render_input)))
+    return objects, cache_state(job, observed.cache_pods, model.revision, cached_model_path(model))
+
+
+def _wait_for_cache(
+    body: dict[str, Any],
+    service: LLMService,
+    plan: ServicePlan,
+    observed: ObservedState,
+    current: LLMServiceStatus,
+    cache: tuple[list[dict[str, Any]], CacheState],
+    scaling: ScalingOutcome | None,
+    now: datetime,
+) -> Decision:
+    """The spec's revision is not in the cache yet (or failed to get there): apply the PVC and
+    the download Job only. What serves is left as it is (no rollout step, no prune), but for
+    the autoscaler's replicas of the stable revision; the new Deployment waits for the Job."""
+    generation = body.get("metadata", {}).get("generation")
+    objects, state = cache
+    decision = Decision(apply=_owned(body, service.metadata.name, objects))
+    deployments = observed.deployments()
+    stable = (current.revisions or RevisionsStatus()).stable
+    if scaling is not None:
+        current = current.model_copy(update={"autoscaling": scaling.status})
+        if stable in deployments and current.revisions and current.revisions.candidate is None:
+            have = (deployments[stable].get("spec") or {}).get("replicas")
+            if have != scaling.total:
+                decision.scale[deployment_name(service.metadata.name, stable)] = scaling.total
+    total = scaling.total if scaling is not None else _total_replicas(service, current, deployments)
+    serving = _Serving(
+        replicas=sum(_replicas(d, "replicas") for d in deployments.values()),
+        ready=sum(_replicas(d, "readyReplicas") for d in deployments.values()),
+        target=total,
+        unschedulable=_unschedulable_message(observed.pods + observed.cache_pods),
+        missing_apis=frozenset(observed.missing_apis),
+    )
+    writer = _ConditionWriter(list(current.conditions), now, generation, decision.events)
+    writer.put("InvalidSpec", "False", "Valid", "")
+    writer.put("Sized", "True", "Fits", plan.sizing.summary())
+    writer.put("ModelCached", state.status, state.reason, state.message)
+    _put_available(writer, service, serving)
+    failed = state.reason not in ("Downloading",)
+    if failed:
+        writer.put("Progressing", "False", "ModelCacheFailed", state.message)
+        writer.put("Degraded", "True", "ModelCacheFailed", state.message)  # a Warning Event
+    else:
+        writer.put("Progressing", "True", "WaitingForModelCache", state.message)
+        if serving.unschedulable is not None:
+            writer.put("Degraded", "True", "Unschedulable", serving.unschedulable)
+        else:
+            writer.put("Degraded", "False", "AsExpected", "")
+    phase: Phase = "Degraded" if writer.is_true("Degraded") else "Progressing"
+    status = current.model_copy(
+        update={
+            "observed_generation": generation,
+            "phase": phase,
+            "conditions": writer.conditions,
+            "sizing": _sizing_status(plan),
+            "replicas": serving.replicas,
+            "ready_replicas": serving.ready,
+            "selector": ",".join(
+                f"{k}={v}" for k, v in selector_labels(service.metadata.name).items()
+            ),
+        }
+    )
+    decision.status = status.model_dump(by_alias=True, mode="json")
+    return decision
 
 
 def _rescaled_event(current: LLMServiceStatus, scaling: ScalingOutcome) -> Event | None:

@@ -21,6 +21,9 @@ class ObservedState:
     owned: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     """(kind, name) -> the object, for everything the service owns."""
     pods: list[dict[str, Any]] = field(default_factory=list)
+    cache_pods: list[dict[str, Any]] = field(default_factory=list)
+    """The model cache's download Job pods (label ``llmservice.dev/model-cache``): not serving
+    pods, so apart from ``pods``."""
     secrets: dict[str, set[str] | None] = field(default_factory=dict)
     """Secret name -> its data keys; None when the Secret does not exist."""
     missing_apis: set[str] = field(default_factory=set)

@@ -558,7 +558,10 @@ def _fingerprint(
         sorted((k, n, o["metadata"].get("resourceVersion")) for (k, n), o in observed.owned.items())
     )
     pods = tuple(
-        sorted((p["metadata"]["name"], p["metadata"].get("resourceVersion")) for p in observed.pods)
+        sorted(
+            (p["metadata"]["name"], p["metadata"].get("resourceVersion"))
+            for p in (*observed.pods, *observed.cache_pods)
+        )
     )
     secrets = tuple(sorted((n, tuple(sorted(k or ()))) for n, k in observed.secrets.items()))
     decided = None if scaling is None else (scaling.total, scaling.degraded_reason)

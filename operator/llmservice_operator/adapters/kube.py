@@ -27,6 +27,7 @@ from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
 from ..api import API_VERSION, KIND
 from ..api.timestamps import to_rfc3339
 from ..observed import ObservedState
+from ..render.cache_layout import CACHE_LABEL
 from ..render.labels import SERVICE
 from .informer import Informer, InformerSet, Kind
 
@@ -55,8 +56,9 @@ OWNED_KINDS: tuple[tuple[str, str], ...] = (
     ("autoscaling/v2", "HorizontalPodAutoscaler"),
     ("keda.sh/v1alpha1", "ScaledObject"),
     ("gateway.networking.k8s.io/v1", "HTTPRoute"),
+    ("v1", "PersistentVolumeClaim"),  # the model cache (render/model_cache.py)
     ("monitoring.coreos.com/v1", "PrometheusRule"),  # alerts, where the CRD is served
-    ("batch/v1", "Job"),  # a blue-green preview's load test (render/load_test.py)
+    ("batch/v1", "Job"),  # a preview's load test (render/load_test.py), the model cache's download
 )
 
 
@@ -230,7 +232,9 @@ class KubeAdapter:
             for item in items:
                 if _owned_by(item, name):
                     state.owned[(kind, item["metadata"]["name"])] = item
-        state.pods = watches.owned_by(Kind("v1", "Pod"), namespace, name) or []
+        for pod in watches.owned_by(Kind("v1", "Pod"), namespace, name) or []:
+            cache_job = CACHE_LABEL in (pod["metadata"].get("labels") or {})
+            (state.cache_pods if cache_job else state.pods).append(pod)
         for secret in secret_names:
             state.secrets[secret] = self._secret_keys(namespace, secret)
         return state

@@ -27,6 +27,7 @@ __all__ = [
     "GatewayParentRef",
     "LLMServiceSpec",
     "LoadTestSettings",
+    "ModelCache",
     "ModelSource",
     "ModelSpec",
     "NetworkPeer",
@@ -91,8 +92,87 @@ class ModelSource(ApiModel):
         return self
 
 
+_CACHE_CLAIM_ALONE = (
+    "model.cache.claimName names a claim you made: storageClassName, size and accessModes "
+    "are for the claim the operator makes (leave claimName out)"
+)
+_CACHE_NEEDS_REVISION = (
+    "model.cache needs model.revision: the cache holds one pinned commit of the model repo"
+)
+_CACHE_NEEDS_HF = "model.cache downloads from the hub: it needs model.source.type hf"
+
+
+class ModelCache(ApiModel):
+    """A PVC that holds the weights, filled once per revision by a download Job and mounted
+    read-only by the serving pods (docs/model-cache.md)."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                cel(
+                    "!has(self.claimName) || (!has(self.storageClassName) && !has(self.size) "
+                    "&& !has(self.accessModes))",
+                    _CACHE_CLAIM_ALONE,
+                )
+            ]
+        }
+    )
+
+    claim_name: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=253,
+        pattern=_K8S_NAME,
+        description="An existing PVC to use; unset: the operator makes <name>-model-cache.",
+    )
+    storage_class_name: str | None = Field(
+        default=None, min_length=1, max_length=253, description="Of the PVC the operator makes."
+    )
+    size: Quantity | None = Field(
+        default=None,
+        description=(
+            "Of the PVC the operator makes; unset: twice the sizing's weight bytes (room for a "
+            "new revision next to the old one) plus 10% and 1Gi."
+        ),
+    )
+    access_modes: (
+        list[Literal["ReadWriteMany", "ReadWriteOnce", "ReadOnlyMany", "ReadWriteOncePod"]] | None
+    ) = Field(
+        default=None,
+        max_length=4,
+        description="Of the PVC the operator makes; unset: ReadWriteMany (replicas on many nodes).",
+    )
+    endpoint: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=2000,
+        pattern=r"^https?://",
+        description="The hub (or a mirror) the Job downloads from (HF_ENDPOINT); unset: the hub.",
+    )
+
+    @model_validator(mode="after")
+    def _claim_alone(self) -> ModelCache:
+        made = (self.storage_class_name, self.size, self.access_modes)
+        if self.claim_name is not None and any(v is not None for v in made):
+            raise ValueError(_CACHE_CLAIM_ALONE)
+        return self
+
+
 class ModelSpec(ApiModel):
     """The model to serve and the precision to serve it in."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                cel("!has(self.cache) || has(self.revision)", _CACHE_NEEDS_REVISION),
+                cel(
+                    "!has(self.cache) || !has(self.source) || !has(self.source.type) "
+                    "|| self.source.type == 'hf'",
+                    _CACHE_NEEDS_HF,
+                ),
+            ]
+        }
+    )
 
     id: str = Field(min_length=1, description="HuggingFace model id, e.g. meta-llama/Llama-3.1-8B.")
     revision: str | None = Field(
@@ -103,6 +183,10 @@ class ModelSpec(ApiModel):
         description="Name clients send as `model`; defaults to the LLMService's name.",
     )
     source: ModelSource = Field(default_factory=ModelSource)
+    cache: ModelCache | None = Field(
+        default=None,
+        description="Download the weights once per revision into a PVC the pods mount read-only.",
+    )
     architecture: dict[str, Any] | None = Field(
         default=None,
         description=(
@@ -113,6 +197,14 @@ class ModelSpec(ApiModel):
     )
     dtype: Dtype = Field(default="auto", description="Weight dtype: auto follows config.json.")
     quantization: Quantization = Field(default="none", description="none, fp8, int8, awq, gptq.")
+
+    @model_validator(mode="after")
+    def _cache_fields(self) -> ModelSpec:
+        if self.cache is not None and not self.revision:
+            raise ValueError(_CACHE_NEEDS_REVISION)
+        if self.cache is not None and self.source.type != "hf":
+            raise ValueError(_CACHE_NEEDS_HF)
+        return self
 
 
 class EnvVar(ApiModel):

@@ -22,6 +22,7 @@ from ..api.spec import LLMServiceSpec, ScalingBehavior
 from ..autoscale.policy import resolve_target_queue_depth
 from ..vllm.flags import flag_table
 from .alerts import alert_context
+from .cache_layout import CACHE_MOUNT_DIR, cache_claim_name, cached_model_path
 from .labels import MANAGED_BY, REVISION, SERVICE, revision_selector, selector_labels
 from .shape import ServingShape
 
@@ -108,6 +109,8 @@ def _common_labels(render_input: RenderInput) -> dict[str, str]:
 
 
 def _model_tag(render_input: RenderInput) -> str:
+    if render_input.spec.model.cache is not None:
+        return cached_model_path(render_input.spec.model)
     source = render_input.spec.model.source
     if source.type == "pvc":
         return f"{PVC_MOUNT_DIR}/{(source.path or '').strip('/')}".rstrip("/")
@@ -146,7 +149,7 @@ def engine_args(render_input: RenderInput) -> list[str]:
         args += [flag("--quantization"), model.quantization]
     if engine.max_num_batched_tokens is not None:
         args += [flag("--max-num-batched-tokens"), str(engine.max_num_batched_tokens)]
-    if model.revision and model.source.type == "hf":
+    if model.revision and model.source.type == "hf" and model.cache is None:
         args += [flag("--revision"), model.revision]
     if model.source.type == "uri":
         args += [flag("--load-format"), "runai_streamer"]
@@ -165,8 +168,11 @@ def _env(render_input: RenderInput) -> list[dict[str, Any]]:
         {"name": "HF_HOME", "value": MODEL_CACHE_DIR},
         {"name": "VLLM_NO_USAGE_STATS", "value": "1"},
     ]
+    cached = render_input.spec.model.cache is not None
+    if cached:  # the weights are on the read-only cache volume: never ask the hub
+        env.append({"name": "HF_HUB_OFFLINE", "value": "1"})
     token = render_input.spec.engine.hf_token_secret_ref
-    if token is not None:
+    if token is not None and not cached:
         ref = {"name": token.name, "key": token.key}
         env.append({"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": ref}})
     api_key = render_input.spec.serving.api_key_secret_ref
@@ -200,6 +206,12 @@ def _volumes(render_input: RenderInput) -> tuple[list[dict[str, Any]], list[dict
             }
         )
         mounts.append({"name": "weights", "mountPath": PVC_MOUNT_DIR, "readOnly": True})
+    if render_input.spec.model.cache is not None:
+        claim = cache_claim_name(render_input.name, render_input.spec.model)
+        volumes.append(
+            {"name": "weights", "persistentVolumeClaim": {"claimName": claim, "readOnly": True}}
+        )
+        mounts.append({"name": "weights", "mountPath": CACHE_MOUNT_DIR, "readOnly": True})
     return volumes, mounts
 
 
