@@ -21,6 +21,7 @@ from .api.status import (
     RevisionsStatus,
     SizingStatus,
 )
+from .autoscale.schedule import scheduled_bounds
 from .conditions import find, set_condition
 from .events import Event, EventType
 from .model_cache import CacheState, cache_state
@@ -202,7 +203,10 @@ def _observations(deployments: dict[str, dict[str, Any]]) -> dict[str, Deploymen
 
 
 def _total_replicas(
-    service: LLMService, current: LLMServiceStatus, deployments: dict[str, dict[str, Any]]
+    service: LLMService,
+    current: LLMServiceStatus,
+    deployments: dict[str, dict[str, Any]],
+    now: datetime,
 ) -> int:
     """Replicas the load needs now: manual count, the autoscaler's last answer, or the HPA's."""
     scaling = service.spec.scaling
@@ -216,7 +220,8 @@ def _total_replicas(
     else:
         auto = current.autoscaling
         base = auto.desired_replicas if auto is not None else scaling.min_replicas
-    return max(scaling.min_replicas, min(scaling.max_replicas, base))
+    bounds = scheduled_bounds(scaling, now)  # spec.scaling's, or its open schedule window's
+    return max(bounds.min_replicas, min(bounds.max_replicas, base))
 
 
 def decide(
@@ -260,7 +265,7 @@ def decide(
         rescaled = _rescaled_event(current, scaling)
         current = current.model_copy(update={"autoscaling": scaling.status})
     else:
-        total = _total_replicas(service, current, deployments)
+        total = _total_replicas(service, current, deployments, now)
     annotations = body.get("metadata", {}).get("annotations") or {}
     rollout = step(
         RolloutInput(
@@ -376,7 +381,11 @@ def _wait_for_cache(
             have = (deployments[stable].get("spec") or {}).get("replicas")
             if have != scaling.total:
                 decision.scale[deployment_name(service.metadata.name, stable)] = scaling.total
-    total = scaling.total if scaling is not None else _total_replicas(service, current, deployments)
+    total = (
+        scaling.total
+        if scaling is not None
+        else _total_replicas(service, current, deployments, now)
+    )
     serving = _Serving(
         replicas=sum(_replicas(d, "replicas") for d in deployments.values()),
         ready=sum(_replicas(d, "readyReplicas") for d in deployments.values()),

@@ -44,6 +44,7 @@ from .api import LLMService, SpecError, parse_llmservice
 from .api.status import AutoscalingStatus
 from .api.timestamps import from_rfc3339
 from .conditions import settle
+from .cost import cost_due, service_cost
 from .decide import Decision, decide, referenced_secrets
 from .events import Event
 from .observed import ObservedState
@@ -180,6 +181,8 @@ class Reconciler:
     def forget(self, key: Key) -> None:
         """The service is gone."""
         self._memory.pop(key, None)
+        if self._metrics is not None:
+            self._metrics.usage.forget(key)
 
     def reconcile(self, body: dict[str, Any], now: datetime | None = None) -> ReconcileResult:
         started = time.monotonic()
@@ -218,6 +221,7 @@ class Reconciler:
             if followed is None:  # its job runs in the background; it will notify us
                 return ReconcileResult([], False, 0, 0, None)
             decision = followed
+        self._account_cost(body, observed, plan, decision, now)
         applied = self._act(key, body, decision, observed, memory, now)
         status = self._status_to_write(decision.status, body, memory, scaling, now)
         updated = self._write_status(body, settle(status, None, meta.get("generation"), now), key)
@@ -226,6 +230,8 @@ class Reconciler:
         # As of our own write: its watch event must not look like news.
         memory.fingerprint = _fingerprint(updated or body, observed, scaling)
         memory.decided_requeue_at = decision.requeue_at
+        if self._metrics is not None:
+            self._metrics.usage.record(key, ((updated or body).get("status") or {}).get("cost"))
         return ReconcileResult(
             decision.events,
             updated is not None,
@@ -328,6 +334,21 @@ class Reconciler:
             self._kube.post_event(body, "Warning", "ReconcileError", message)
         except ApiException as err:
             log.warning("event not posted: %s", _api_message(err))
+
+    def _account_cost(
+        self,
+        body: dict[str, Any],
+        observed: ObservedState,
+        plan: ServicePlan | None,
+        decision: Decision,
+        now: datetime,
+    ) -> None:
+        """status.cost after the GPUs the pods hold now (cost.py): the same, so not written,
+        until that count changes or an hour has passed, when the service is requeued."""
+        gpu_type = plan.sizing.gpu_type if plan is not None else None
+        cost = service_cost(body, observed.pods, self._catalog, gpu_type, now)
+        decision.status["cost"] = cost.model_dump(by_alias=True, mode="json")
+        decision.requeue_at = _earliest(decision.requeue_at, cost_due(cost))
 
     # ------------------------------------------------------------------ planning
     def _plan(self, body: dict[str, Any], memory: _Memory) -> ServicePlan | None:
@@ -451,6 +472,8 @@ class Reconciler:
         due = from_rfc3339(status.last_evaluation_time) + interval
         if memory.persisted_at is not None:
             due = min(due, memory.persisted_at + timedelta(seconds=AUTOSCALING_PERSIST_S))
+        if status.schedule is not None and status.schedule.next_change_time is not None:
+            due = min(due, from_rfc3339(status.schedule.next_change_time))  # a window's edge
         return max(due, now)
 
     def _status_to_write(
@@ -587,6 +610,7 @@ def _autoscaling_decision(raw: dict[str, Any]) -> tuple[Any, ...]:
             "lastScaleUpTime",
             "lastScaleDownTime",
             "reason",
+            "schedule",
         )
     )
     values = tuple(

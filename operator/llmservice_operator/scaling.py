@@ -24,6 +24,7 @@ from .autoscale import (
     decide_replicas,
     history_from_status,
 )
+from .autoscale.schedule import scheduled_bounds
 from .service_plan import ServicePlan, resolve_architecture
 from .sizing import (
     GpuCatalog,
@@ -54,7 +55,10 @@ class ScalingOutcome:
 
 
 def evaluation_due(status: AutoscalingStatus | None, spec: ScalingSpec, now: datetime) -> bool:
+    """An interval since the last evaluation, or a schedule window opened or closed since."""
     if status is None or status.last_evaluation_time is None:
+        return True
+    if spec.schedules and scheduled_bounds(spec, now).to_status() != status.schedule:
         return True
     last = from_rfc3339(status.last_evaluation_time).timestamp()
     return now.timestamp() - last >= spec.evaluation_interval_seconds
@@ -171,10 +175,20 @@ def evaluate_scaling(
     when ``spec.arrivalRateQuery`` is set, the requests/s it measured (None with
     ``arrival_error``: unknown, so never idle). With the service's ``plan`` and the GPU
     ``catalog`` the policy plans on the sizing's prior of a replica's capacity until it has
-    seen one full, and keeps what it learns per GPU type."""
+    seen one full, and keeps what it learns per GPU type. An open ``spec.scaling.schedules``
+    window's bounds replace the spec's (``autoscale.schedule``)."""
+    bounds = scheduled_bounds(spec, now)
+    # The count set now, within every bound the spec can set (a window's edge is a change the
+    # decision makes and explains, not one it finds already made).
+    windows = spec.schedules
+    lowest = min([spec.min_replicas, *(w.min_replicas for w in windows)])
+    highest = max([spec.max_replicas, *(w.max_replicas or 0 for w in windows)])
+    spec = spec.model_copy(
+        update={"min_replicas": bounds.min_replicas, "max_replicas": bounds.max_replicas}
+    )
     ready, loading = pod_counts(pods)
     current = previous.desired_replicas if previous is not None else spec.min_replicas
-    current = max(spec.min_replicas, min(spec.max_replicas, current))
+    current = max(lowest, min(highest, current))
     ages = {p["metadata"]["name"]: ready_seconds(p, now) for p in pods}
     per_pod = None
     if samples is not None:
@@ -195,6 +209,8 @@ def evaluate_scaling(
         max_num_seqs,
         gpu_type=plan.sizing.gpu_type if plan is not None else "",
         capacity_prior=prior,
+        min_from=bounds.window,
+        max_from=bounds.cap_window,
     )
     decision = decide_replicas(config, inputs)
     reason = None
@@ -205,6 +221,10 @@ def evaluate_scaling(
     elif decision.degraded and arrival_error is not None:
         reason = f"{arrival_error}; never scaling down (or waking from zero) without it"
     status = decision.to_status().model_copy(
-        update={"last_evaluation_time": to_rfc3339(now), "degraded_reason": reason}
+        update={
+            "last_evaluation_time": to_rfc3339(now),
+            "degraded_reason": reason,
+            "schedule": bounds.to_status(),
+        }
     )
     return ScalingOutcome(decision.desired_replicas, status, reason)

@@ -2,11 +2,63 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import threading
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import CounterMetricFamily
+from prometheus_client.registry import Collector
 
-__all__ = ["OperatorMetrics"]
+__all__ = ["OperatorMetrics", "ServiceUsage"]
+
+Key = tuple[str, str]
+
+
+class ServiceUsage(Collector):
+    """``llmservice_gpu_hours_total`` and ``llmservice_cost_total`` by namespace and service:
+    ``status.cost``'s all-time totals (``gpuHoursTotal``, ``costTotal``) as the leader last saw
+    them, so that the counters survive a restart or a failover (they grow at each hourly fold;
+    ``increase(llmservice_cost_total[30d])`` is the chargeback)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._totals: dict[Key, tuple[float, float]] = {}
+
+    def record(self, key: Key, cost: Mapping[str, Any] | None) -> None:
+        """The service's ``status.cost`` now (None: it has none)."""
+        with self._lock:
+            if not isinstance(cost, Mapping):
+                self._totals.pop(key, None)
+                return
+            gpu_hours, spent = cost.get("gpuHoursTotal"), cost.get("costTotal")
+            if isinstance(gpu_hours, int | float) and isinstance(spent, int | float):
+                self._totals[key] = (float(gpu_hours), float(spent))
+
+    def forget(self, key: Key) -> None:
+        with self._lock:
+            self._totals.pop(key, None)
+
+    def collect(self) -> Iterator[CounterMetricFamily]:
+        labels = ["namespace", "service"]
+        gpu_hours = CounterMetricFamily(
+            "llmservice_gpu_hours",
+            "GPU-hours the service's pods held (status.cost.gpuHoursTotal)",
+            labels=labels,
+        )
+        cost = CounterMetricFamily(
+            "llmservice_cost",
+            "What those GPU-hours cost at the GPU catalog's list prices (status.cost.costTotal)",
+            labels=labels,
+        )
+        with self._lock:
+            totals = sorted(self._totals.items())
+        for (namespace, service), (hours, spent) in totals:
+            gpu_hours.add_metric([namespace, service], hours)
+            cost.add_metric([namespace, service], spent)
+        yield gpu_hours
+        yield cost
 
 
 @dataclass(frozen=True)
@@ -18,11 +70,15 @@ class OperatorMetrics:
     managed_services: Gauge
     leader: Gauge
     evaluations: Counter
+    usage: ServiceUsage = field(default_factory=ServiceUsage)
 
     @classmethod
     def create(cls, registry: CollectorRegistry | None = None) -> OperatorMetrics:
         registry = registry or CollectorRegistry()
+        usage = ServiceUsage()
+        registry.register(usage)
         return cls(
+            usage=usage,
             registry=registry,
             reconciles=Counter("llmservice_reconciles", "Reconciles run", registry=registry),
             errors=Counter(

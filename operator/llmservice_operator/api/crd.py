@@ -129,6 +129,19 @@ def crd_manifest() -> dict[str, Any]:
                         {"name": "Replicas", "type": "integer", "jsonPath": ".status.replicas"},
                         {"name": "Ready", "type": "integer", "jsonPath": ".status.readyReplicas"},
                         {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
+                        # -o wide: status.cost (docs/capacity-and-cost.md)
+                        {
+                            "name": "GPU-Hours/24h",
+                            "type": "number",
+                            "jsonPath": ".status.cost.gpuHours24h",
+                            "priority": 1,
+                        },
+                        {
+                            "name": "Cost/30d",
+                            "type": "number",
+                            "jsonPath": ".status.cost.cost30d",
+                            "priority": 1,
+                        },
                         {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
                     ],
                     "schema": {

@@ -13,6 +13,7 @@ from pydantic import ConfigDict, Field, model_validator
 
 from .base import DURATION_PATTERN, ApiModel, cel
 from .k8s_values import LABEL_KEY_PATTERN, LABEL_VALUE_PATTERN, LabelMap, Quantity, label_map_field
+from .schedule import MAX_SCHEDULES, ScheduleWindow, check_schedules, schedule_rules
 
 __all__ = [
     "AnalysisSettings",
@@ -398,6 +399,7 @@ class ScalingSpec(ApiModel):
                     "!has(self.minReplicas) || self.minReplicas > 0 || has(self.arrivalRateQuery)",
                     SCALE_TO_ZERO_NEEDS_ARRIVALS,
                 ),
+                *schedule_rules(),
             ]
         }
     )
@@ -454,6 +456,16 @@ class ScalingSpec(ApiModel):
             "to zero (mode keda: an activation trigger); required with minReplicas 0."
         ),
     )
+    schedules: list[ScheduleWindow] = Field(
+        default_factory=list,
+        max_length=MAX_SCHEDULES,
+        description=(
+            "Windows of scheduled capacity (mode operator): while one is open its minReplicas "
+            "(and maxReplicas) replace these bounds; overlapping windows: the larger of each "
+            "(docs/capacity-and-cost.md)."
+        ),
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
+    )
 
     @model_validator(mode="after")
     def _bounds(self) -> ScalingSpec:
@@ -463,6 +475,7 @@ class ScalingSpec(ApiModel):
             raise ValueError("scaling.minReplicas 0 (scale to zero) needs mode operator or keda")
         if self.min_replicas == 0 and self.arrival_rate_query is None:
             raise ValueError(SCALE_TO_ZERO_NEEDS_ARRIVALS)
+        check_schedules(self.schedules, self.mode, self.max_replicas, self.arrival_rate_query)
         return self
 
 

@@ -7,6 +7,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from .base import ApiModel
+from .capacity import CostStatus, ScheduleStatus
 from .spec import AnalysisSettings, BackgroundAnalysis, SLOSpec
 
 __all__ = [
@@ -17,6 +18,7 @@ __all__ = [
     "CheckHistory",
     "Condition",
     "ConditionStatus",
+    "CostStatus",
     "FrozenAnalysis",
     "LLMServiceStatus",
     "MeasurementPoint",
@@ -26,6 +28,7 @@ __all__ = [
     "ReplicaCapacityStatus",
     "RevisionsStatus",
     "RolloutStatus",
+    "ScheduleStatus",
     "SizingStatus",
 ]
 
@@ -250,6 +253,9 @@ class AutoscalingStatus(ApiModel):
             "one is learned for it."
         ),
     )
+    schedule: ScheduleStatus | None = Field(
+        default=None, description="spec.scaling.schedules: the open window and its bounds."
+    )
 
 
 class LLMServiceStatus(ApiModel):
@@ -268,6 +274,7 @@ class LLMServiceStatus(ApiModel):
     revisions: RevisionsStatus | None = None
     rollout: RolloutStatus | None = None
     autoscaling: AutoscalingStatus | None = None
+    cost: CostStatus | None = None
     replicas: int = 0
     ready_replicas: int = 0
     selector: str | None = None

@@ -211,6 +211,11 @@ class PolicyConfig:
     capacity_prior: CapacityPrior | None = None
     """A full replica's capacity before one was seen (the sizing's roofline, discounted);
     None: nothing is assumed until the first saturation."""
+    min_from: str | None = None
+    """The ``spec.scaling.schedules`` window whose minReplicas ``min_replicas`` is (None: the
+    spec's own), named in the reasons."""
+    max_from: str | None = None
+    """Likewise for ``max_replicas``."""
 
     def __post_init__(self) -> None:
         if not 0 <= self.min_replicas <= self.max_replicas:
@@ -241,6 +246,8 @@ class PolicyConfig:
         *,
         gpu_type: str = "",
         capacity_prior: CapacityPrior | None = None,
+        min_from: str | None = None,
+        max_from: str | None = None,
     ) -> PolicyConfig:
         """The policy for ``spec.scaling`` of a service whose replicas run ``max_num_seqs`` on
         ``gpu_type``, with the sizing's ``capacity_prior`` (dropped when
@@ -261,7 +268,18 @@ class PolicyConfig:
             burst_headroom=DEFAULT_BURST_HEADROOM if explicit is None else 0.0,
             scale_up=spec.scale_up,
             scale_down=spec.scale_down,
+            min_from=min_from,
+            max_from=max_from,
         )
+
+    def bound(self, which: Literal["minReplicas", "maxReplicas"]) -> str:
+        """``minReplicas 4``, or ``minReplicas 4 of schedule day`` when a window sets it."""
+        value, window = (
+            (self.min_replicas, self.min_from)
+            if which == "minReplicas"
+            else (self.max_replicas, self.max_from)
+        )
+        return f"{which} {value}" + (f" of schedule {window}" if window else "")
 
 
 @dataclass(frozen=True)
@@ -719,8 +737,8 @@ def _finish(
     up, down = config.scale_up, config.scale_down
     clamped = min(max(desired, lo), hi)
     if clamped != desired:
-        bound = "minReplicas" if clamped == lo else "maxReplicas"
-        reason = f"{reason}; held within {bound} {clamped}"
+        bound = config.bound("minReplicas" if clamped == lo else "maxReplicas")
+        reason = f"{reason}; held within {bound}"
     change = clamped - inputs.current
     history = inputs.history.record(
         inputs.now,
@@ -916,6 +934,8 @@ def _scaling_up(e: _Explanation) -> str:
     ceiling = config.kv_cache_usage_ceiling
     kv_only = load.n_kv > e.current >= (load.n_rate or 0) and not load.queue_over
     why = f"KV usage {e.kv_mean:.0%} above the ceiling {ceiling:.0%}" if kv_only else e.situation
+    if e.desired == config.min_replicas > load.n_fit:  # the floor, not the load, asks for it
+        why = f"{config.bound('minReplicas')}; {e.situation}"
     text = f"scale up {e.current} -> {e.desired}: {why}; {e.fit}"
     if loading:
         text += f" (the {loading} loading already counted)"
@@ -926,7 +946,7 @@ def _scaling_up(e: _Explanation) -> str:
             f"per {up.period_seconds}s)"
         )
     if load.n_fit > config.max_replicas:
-        text += f"; capped by maxReplicas {config.max_replicas}"
+        text += f"; capped by {config.bound('maxReplicas')}"
     return text + e.note
 
 
@@ -961,7 +981,7 @@ _REASONS = (
     ),
     _Rule(
         lambda e: e.desired > e.current == 0,
-        lambda e: f"scale up 0 -> {e.desired}: minReplicas",
+        lambda e: f"scale up 0 -> {e.desired}: {e.config.bound('minReplicas')}",
     ),
     _Rule(lambda e: e.desired > e.current, _scaling_up),
     _Rule(lambda e: e.desired < e.current, _scaling_down),

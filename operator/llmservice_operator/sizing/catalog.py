@@ -1,4 +1,5 @@
-"""The GPU catalog: memory, bandwidth, compute, node label and relative cost of each GPU type.
+"""The GPU catalog: memory, bandwidth, compute, node label, relative cost and list price of each
+GPU type.
 
 The built-in catalog is ``data/gpus.yaml``. :func:`load_catalog` reads it and, given a path,
 lays a file of the same shape over it: entries are matched by name (case-insensitively) and
@@ -38,6 +39,12 @@ class GpuType(BaseModel):
     resource_name: str = "nvidia.com/gpu"
     vendor: Literal["nvidia", "amd"] = "nvidia"
     relative_cost_per_hour: float = Field(gt=0)
+    price_per_gpu_hour: float | None = Field(
+        default=None,
+        ge=0,
+        description="List price of one GPU-hour (USD in the built-in catalog), for status.cost; "
+        "None: GPU-hours are counted, cost is not.",
+    )
     gpus_per_node: int = Field(default=8, ge=1)
     interconnect: Literal["nvlink", "pcie", "xgmi"] = "nvlink"
 
