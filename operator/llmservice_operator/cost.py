@@ -1,11 +1,12 @@
-"""What a service's GPUs cost: ``status.cost`` integrated from the GPUs its pods hold (pure).
+"""What a service's GPUs cost: ``status.cost`` integrated from the replicas its Deployments
+run (pure).
 
-**What is counted.** A pod holds its GPUs from the moment it is bound to a node until it is gone
-or has finished: pods bound to a node (``spec.nodeName``) that are not ``Succeeded`` or
-``Failed``, terminating ones included (a draining replica still holds its GPUs), each with the
-GPUs its containers ask for (``nvidia.com/gpu`` or ``amd.com/gpu`` limits). Its GPU type is the
-catalog entry its node affinity (or nodeSelector) selects, else the service's sized type; the
-type's ``price_per_gpu_hour`` prices it (a type without a price counts GPU-hours, not cost).
+**What is counted.** Each revision's Deployment's ``status.replicas`` (its pods that exist and
+are not terminating: what ``status.replicas`` of the LLMService adds up) times the GPUs its pod
+template asks for (``nvidia.com/gpu`` or ``amd.com/gpu``), priced by the catalog GPU its node
+affinity (or nodeSelector) selects, else the service's sized type (a type without a
+``price_per_gpu_hour`` counts GPU-hours, not cost). So the count changes exactly when the
+service's own ``status.replicas`` does, and folding it in costs no status write of its own.
 
 **How.** The count is piecewise constant between observations: :func:`account` folds the time
 since ``accountedUntil`` at the count held then into hourly and daily (UTC) buckets and the
@@ -36,7 +37,7 @@ __all__ = [
     "cost_from_status",
     "pod_gpus",
     "service_cost",
-    "usage_from_pods",
+    "usage_from_deployments",
 ]
 
 #: A service whose GPU count does not change folds its cost this often.
@@ -65,7 +66,8 @@ def _quantity(value: Any) -> int:
 
 
 def pod_gpus(pod: Mapping[str, Any], resource_names: Iterable[str]) -> int:
-    """GPUs the pod's containers ask for (limits, else requests), of any of ``resource_names``."""
+    """GPUs a pod's (or pod template's) containers ask for (limits, else requests), of any of
+    ``resource_names``."""
     names = set(resource_names)
     total = 0
     for container in (pod.get("spec") or {}).get("containers") or []:
@@ -73,12 +75,6 @@ def pod_gpus(pod: Mapping[str, Any], resource_names: Iterable[str]) -> int:
         asked = {**(resources.get("requests") or {}), **(resources.get("limits") or {})}
         total += sum(_quantity(v) for k, v in asked.items() if k in names)
     return total
-
-
-def _holds_gpus(pod: Mapping[str, Any]) -> bool:
-    bound = bool((pod.get("spec") or {}).get("nodeName"))
-    finished = (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
-    return bound and not finished
 
 
 def _selected_labels(pod: Mapping[str, Any]) -> list[tuple[str, str]]:
@@ -106,21 +102,22 @@ def _gpu_type(
     return default
 
 
-def usage_from_pods(
-    pods: Iterable[Mapping[str, Any]], catalog: GpuCatalog, default_gpu_type: str | None
+def usage_from_deployments(
+    deployments: Iterable[Mapping[str, Any]], catalog: GpuCatalog, default_gpu_type: str | None
 ) -> GpuUsage:
-    """The GPUs ``pods`` hold now and their price per hour (see the module docstring)."""
+    """The GPUs the ``deployments``' replicas hold now and their price per hour (see the module
+    docstring)."""
     default = catalog.find(default_gpu_type) if default_gpu_type else None
     resource_names = {gpu.resource_name for gpu in catalog.gpus}
     gpus, rate, unpriced = 0, 0.0, set()
-    for pod in pods:
-        if not _holds_gpus(pod):
-            continue
-        count = pod_gpus(pod, resource_names)
+    for deployment in deployments:
+        replicas = _quantity((deployment.get("status") or {}).get("replicas") or 0)
+        template = (deployment.get("spec") or {}).get("template") or {}
+        count = replicas * pod_gpus(template, resource_names)
         if count == 0:
             continue
         gpus += count
-        gpu = _gpu_type(pod, catalog, default)
+        gpu = _gpu_type(template, catalog, default)
         if gpu is None or gpu.price_per_gpu_hour is None:
             unpriced.add(gpu.name if gpu is not None else "unknown")
         else:
@@ -268,15 +265,15 @@ def cost_from_status(status: Mapping[str, Any] | None) -> CostStatus | None:
 
 def service_cost(
     body: Mapping[str, Any],
-    pods: Iterable[Mapping[str, Any]],
+    deployments: Iterable[Mapping[str, Any]],
     catalog: GpuCatalog,
     gpu_type: str | None,
     now: datetime,
 ) -> CostStatus:
-    """The LLMService ``body``'s ``status.cost`` after observing its ``pods`` at ``now``;
-    ``gpu_type``: the sized type, for pods whose node affinity names none."""
+    """The LLMService ``body``'s ``status.cost`` after observing its revisions' ``deployments``
+    at ``now``; ``gpu_type``: the sized type, for pods whose node affinity names none."""
     status = body.get("status")
     current = cost_from_status(status if isinstance(status, Mapping) else None)
     if gpu_type is None and isinstance(status, Mapping):
         gpu_type = (status.get("sizing") or {}).get("gpuType")
-    return account(current, usage_from_pods(pods, catalog, gpu_type), now)
+    return account(current, usage_from_deployments(deployments, catalog, gpu_type), now)

@@ -343,10 +343,11 @@ class Reconciler:
         decision: Decision,
         now: datetime,
     ) -> None:
-        """status.cost after the GPUs the pods hold now (cost.py): the same, so not written,
-        until that count changes or an hour has passed, when the service is requeued."""
+        """status.cost after the GPUs the revisions' replicas hold now (cost.py): the same, so
+        not written, until that count changes or an hour has passed (the service's requeue)."""
         gpu_type = plan.sizing.gpu_type if plan is not None else None
-        cost = service_cost(body, observed.pods, self._catalog, gpu_type, now)
+        deployments = observed.deployments().values()
+        cost = service_cost(body, deployments, self._catalog, gpu_type, now)
         decision.status["cost"] = cost.model_dump(by_alias=True, mode="json")
         decision.requeue_at = _earliest(decision.requeue_at, cost_due(cost))
 

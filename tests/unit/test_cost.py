@@ -1,5 +1,5 @@
-"""cost.py: status.cost integrated from the GPUs a service's pods hold, with a fixed clock; the
-reconcile writes it only when it changes; the metrics export its totals."""
+"""cost.py: status.cost integrated from the GPUs a service's replicas hold, with a fixed clock;
+the reconcile writes it only when it changes; the metrics export its totals."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from llmservice_operator.cost import (
     cost_due,
     pod_gpus,
     service_cost,
-    usage_from_pods,
+    usage_from_deployments,
 )
 from llmservice_operator.reconcile import Reconciler
 from llmservice_operator.sizing import load_catalog
@@ -133,80 +133,68 @@ def test_a_clock_behind_the_last_fold_integrates_nothing() -> None:
     assert behind.gpu_hours_total == cost.gpu_hours_total and behind.gpus == 3
 
 
-# -- what the pods hold ------------------------------------------------------------------------
+# -- what the replicas hold ---------------------------------------------------------------------
 
 
-def _pod(
-    gpus: int,
-    label: str = "NVIDIA-H100-80GB-HBM3",
-    node: str | None = "gpu-node-1",
-    phase: str = "Running",
-    deleting: bool = False,
-) -> dict[str, Any]:
-    pod: dict[str, Any] = {
-        "metadata": {"name": "p"},
-        "spec": {
-            "affinity": {
-                "nodeAffinity": {
-                    "requiredDuringSchedulingIgnoredDuringExecution": {
-                        "nodeSelectorTerms": [
-                            {
-                                "matchExpressions": [
-                                    {
-                                        "key": "nvidia.com/gpu.product",
-                                        "operator": "In",
-                                        "values": [label],
-                                    }
-                                ]
-                            }
+def _deployment(replicas: int, gpus: int, label: str = "NVIDIA-H100-80GB-HBM3") -> dict[str, Any]:
+    """A revision's Deployment as the watch has it: its pod template's affinity and GPU limits,
+    and the non-terminated pods it counts."""
+    affinity = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {
+                        "matchExpressions": [
+                            {"key": "nvidia.com/gpu.product", "operator": "In", "values": [label]}
                         ]
                     }
-                }
-            },
-            "containers": [
-                {"name": "vllm", "resources": {"limits": {"nvidia.com/gpu": str(gpus)}}},
-                {"name": "sidecar", "resources": {"limits": {"cpu": "1"}}},
-            ],
-        },
-        "status": {"phase": phase},
+                ]
+            }
+        }
     }
-    if node is not None:
-        pod["spec"]["nodeName"] = node
-    if deleting:
-        pod["metadata"]["deletionTimestamp"] = "2026-12-01T10:00:00Z"
-    return pod
-
-
-def test_pods_bound_to_a_node_hold_their_gpus_until_they_finish() -> None:
-    pods = [
-        _pod(2),
-        _pod(2, deleting=True),  # draining: still holds them
-        _pod(2, node=None, phase="Pending"),  # unschedulable: holds nothing
-        _pod(2, phase="Succeeded"),
-        _pod(0),
+    containers = [
+        {"name": "vllm", "resources": {"limits": {"nvidia.com/gpu": str(gpus), "memory": "64Gi"}}},
+        {"name": "sidecar", "resources": {"limits": {"cpu": "1"}}},
     ]
-    usage = usage_from_pods(pods, CATALOG, "L4")
-    assert usage.gpus == 4
-    assert usage.cost_per_hour == pytest.approx(4 * H100.price_per_gpu_hour)  # type: ignore[operator]
-    assert pod_gpus(_pod(3), ["nvidia.com/gpu"]) == 3
+    return {
+        "spec": {"template": {"spec": {"affinity": affinity, "containers": containers}}},
+        "status": {"replicas": replicas},
+    }
+
+
+def test_replicas_times_the_gpus_their_pods_ask_for() -> None:
+    usage = usage_from_deployments([_deployment(3, 2), _deployment(0, 2)], CATALOG, "L4")
+    assert usage.gpus == 6
+    assert usage.cost_per_hour == pytest.approx(6 * H100.price_per_gpu_hour)  # type: ignore[operator]
+    assert pod_gpus(_deployment(1, 3)["spec"]["template"], ["nvidia.com/gpu"]) == 3
+    no_status = _deployment(1, 2)
+    del no_status["status"]
+    assert usage_from_deployments([no_status], CATALOG, None).gpus == 0
 
 
 def test_the_gpu_type_comes_from_the_node_affinity_else_the_sizing() -> None:
-    both = usage_from_pods([_pod(1, label="NVIDIA-L4"), _pod(1)], CATALOG, None)
-    assert both.cost_per_hour == pytest.approx(L4.price_per_gpu_hour + H100.price_per_gpu_hour)  # type: ignore[operator]
-    unknown = usage_from_pods([_pod(1, label="NVIDIA-B300")], CATALOG, "L4")
+    """A rollout from L4 to H100: each revision priced at its own GPU."""
+    both = usage_from_deployments(
+        [_deployment(2, 1, label="NVIDIA-L4"), _deployment(1, 1)], CATALOG, None
+    )
+    expected = 2 * L4.price_per_gpu_hour + H100.price_per_gpu_hour  # type: ignore[operator]
+    assert both.cost_per_hour == pytest.approx(expected)
+    unknown = usage_from_deployments([_deployment(1, 1, label="NVIDIA-B300")], CATALOG, "L4")
     assert unknown.cost_per_hour == pytest.approx(L4.price_per_gpu_hour)  # type: ignore[arg-type]
-    unpriced = usage_from_pods(
-        [_pod(1)], CATALOG.merged([{"name": "H100-80GB", "price_per_gpu_hour": None}]), None
+    unpriced = usage_from_deployments(
+        [_deployment(1, 1)],
+        CATALOG.merged([{"name": "H100-80GB", "price_per_gpu_hour": None}]),
+        None,
     )
     assert (unpriced.gpus, unpriced.cost_per_hour, unpriced.unpriced) == (1, 0.0, ("H100-80GB",))
 
 
 def test_a_service_starts_accounting_from_its_first_observation() -> None:
     body: dict[str, Any] = {"status": {"sizing": {"gpuType": "H100-80GB"}}}
-    first = service_cost(body, [_pod(2)], CATALOG, None, T0)
+    first = service_cost(body, [_deployment(1, 2)], CATALOG, None, T0)
+    assert first.cost_per_hour == pytest.approx(2 * H100.price_per_gpu_hour)  # type: ignore[operator]
     body["status"]["cost"] = first.model_dump(by_alias=True, mode="json")
-    later = service_cost(body, [_pod(2)], CATALOG, None, T0 + timedelta(hours=3))
+    later = service_cost(body, [_deployment(1, 2)], CATALOG, None, T0 + timedelta(hours=3))
     assert later.gpu_hours_total == pytest.approx(6.0) and later.since == first.since
     body["status"]["cost"] = {"garbage": True}
     assert service_cost(body, [], CATALOG, None, T0).gpu_hours_total == 0
@@ -215,23 +203,10 @@ def test_a_service_starts_accounting_from_its_first_observation() -> None:
 # -- the reconcile and the metrics --------------------------------------------------------------
 
 
-class GpuKube(FakeKube):
-    """FakeKube whose pods are bound to nodes and ask for the rendered GPUs."""
-
-    def observe(self, namespace: str, name: str, secrets: list[str]) -> Any:
-        state = super().observe(namespace, name, secrets)
-        for pod in state.pods:
-            deployment = next(iter(self.deployments.values()))
-            pod["spec"] = copy.deepcopy(deployment["spec"]["template"]["spec"])
-            pod["spec"]["nodeName"] = "gpu-node-1"
-            pod["status"]["phase"] = "Running"
-        return state
-
-
 def test_the_reconcile_writes_cost_when_it_changes_and_exports_its_totals() -> None:
     clock = [T0]
     body = reconcile_body()  # manual mode, 1 replica of 1x H100-80GB
-    kube = GpuKube(body)
+    kube = FakeKube(body)
     metrics = OperatorMetrics.create()
     reconciler = Reconciler(kube, CATALOG, "http://p:9090", metrics, clock=lambda: clock[0])
     for _ in range(3):
@@ -255,6 +230,17 @@ def test_the_reconcile_writes_cost_when_it_changes_and_exports_its_totals() -> N
     assert f'llmservice_cost_total{{namespace="ml",service="chat"}} {H100.price_per_gpu_hour}' in (
         exposed
     )
+    # Scaled to 3 replicas: the count changes with status.replicas, in the same write.
+    kube.body["spec"]["replicas"] = 3
+    kube.body["spec"]["scaling"]["maxReplicas"] = 3
+    kube.body["metadata"].update(generation=2, resourceVersion="1000")
+    clock[0] += timedelta(minutes=10)
+    for _ in range(3):
+        reconciler.reconcile(copy.deepcopy(kube.body))
+    assert kube.body["status"]["replicas"] == 3 and kube.body["status"]["cost"]["gpus"] == 3
+    for patch in kube.status_patches:
+        if "gpus" in (patch.get("cost") or {}):
+            assert "replicas" in patch, patch
     reconciler.forget(("ml", "chat"))
     assert 'service="chat"' not in generate_latest(metrics.registry).decode()
 

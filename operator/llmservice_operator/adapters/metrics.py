@@ -44,7 +44,7 @@ class ServiceUsage(Collector):
         labels = ["namespace", "service"]
         gpu_hours = CounterMetricFamily(
             "llmservice_gpu_hours",
-            "GPU-hours the service's pods held (status.cost.gpuHoursTotal)",
+            "GPU-hours the service's replicas held (status.cost.gpuHoursTotal)",
             labels=labels,
         )
         cost = CounterMetricFamily(

@@ -42,9 +42,9 @@ class CostBucket(ApiModel):
 
 
 class CostStatus(ApiModel):
-    """GPU-hours the service's pods held and their cost at the GPU catalog's list prices, as of
-    accountedUntil: integrated from the GPUs the operator saw bound to nodes, refreshed when
-    that count changes and at least hourly."""
+    """GPU-hours the service's replicas held and their cost at the GPU catalog's list prices,
+    as of accountedUntil: integrated from the replicas the operator saw its Deployments run,
+    refreshed when that count changes and at least hourly."""
 
     gpu_hours_24h: float = Field(
         default=0.0, ge=0, alias="gpuHours24h", description="The last 24 hours."
