@@ -17,11 +17,14 @@ from llmservice_operator.api.crd import crd_manifest
 from llmservice_operator.api.spec import RolloutSpec, ScalingSpec
 from llmservice_operator.api.status import AutoscalingStatus
 from llmservice_operator.autoscale import ReplicaSample
+from llmservice_operator.decide import decide
 from llmservice_operator.reconcile import Reconciler
 from llmservice_operator.scaling import evaluate_scaling, evaluation_due
 from llmservice_operator.sizing import load_catalog
 
 from .rollout.harness import NEW, World
+from .test_decide import _body as decide_body
+from .test_decide import _observed as decide_observed
 from .test_reconcile import FakeKube, QueueingPrometheus
 from .test_reconcile import _body as reconcile_body
 
@@ -256,3 +259,18 @@ def test_a_windows_higher_cap_comes_down_at_its_end_with_the_reason() -> None:
     assert evening.total == 8
     assert evening.status.reason.startswith("scale down 10 -> ")
     assert evening.status.reason.endswith("held within maxReplicas 8"), "the cap at once"
+
+
+def test_a_zone_only_the_operator_can_judge_is_an_invalid_spec_condition() -> None:
+    body = decide_body()
+    body["spec"]["scaling"] = {
+        "minReplicas": 1,
+        "maxReplicas": 4,
+        "schedules": [{**OFFICE, "timeZone": "Europe/Atlantis"}],
+    }
+    decision = decide(body, decide_observed(), load_catalog(), OPENING, "http://prom:9090")
+    assert decision.apply == [] and decision.status["phase"] == "InvalidSpec"
+    [condition] = [c for c in decision.status["conditions"] if c["type"] == "InvalidSpec"]
+    assert condition["status"] == "True"
+    assert condition["message"].startswith("spec.scaling.schedules[0].timeZone: ")
+    assert "'Europe/Atlantis' is not an IANA time zone" in condition["message"]
