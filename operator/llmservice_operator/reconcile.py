@@ -133,6 +133,8 @@ def merge_patch(current: dict[str, Any], desired: dict[str, Any]) -> dict[str, A
         if want is None:
             if key in current:
                 patch[key] = None
+        elif have == want:  # the common case, compared in C before anything is copied
+            continue
         elif isinstance(want, dict) and isinstance(have, dict):
             sub = merge_patch(have, want)
             if sub:
@@ -211,7 +213,7 @@ class Reconciler:
         timer_due = memory.decided_requeue_at is not None and now >= memory.decided_requeue_at
         if fingerprint == memory.fingerprint and not timer_due and not self._io.pending(key):
             # Nothing the decision reads has changed: it would be the last one again.
-            return self._persist_autoscaling_only(key, body, memory, scaling, now)
+            return self._persist_autoscaling_only(key, body, observed, memory, scaling, now)
         decision = decide(
             body, observed, self._catalog, now, self._prometheus_url, scaling=scaling, plan=plan,
             load_test=self._load_test,
@@ -502,6 +504,7 @@ class Reconciler:
         self,
         key: Key,
         body: dict[str, Any],
+        observed: ObservedState,
         memory: _Memory,
         scaling: ScalingOutcome | None,
         now: datetime,
@@ -514,6 +517,9 @@ class Reconciler:
             updated = self._write_status(body, status, key)
             if updated is not None:
                 memory.persisted_at = now
+                # As of our own write: its watch event must not look like news (else a full
+                # decision, render and apply follow every autoscaling write).
+                memory.fingerprint = _fingerprint(updated, observed, scaling)
         requeue = _earliest(memory.decided_requeue_at, self._next_evaluation(
             memory.plan, memory, now))  # fmt: skip
         return ReconcileResult([], updated is not None, 0, 0, requeue, updated)

@@ -25,7 +25,7 @@ from .autoscale import (
     history_from_status,
 )
 from .autoscale.schedule import scheduled_bounds
-from .service_plan import ServicePlan, resolve_architecture
+from .service_plan import ServicePlan
 from .sizing import (
     GpuCatalog,
     GpuType,
@@ -111,7 +111,7 @@ def capacity_prior_for(plan: ServicePlan, catalog: GpuCatalog) -> CapacityPrior 
     if scale <= 0 or gpu is None or not sizing.fits or sizing.kv_pool_tokens <= 0:
         return None
     try:
-        architecture = resolve_architecture(service)
+        architecture = plan.architecture
     except ValueError:  # a SpecError: the plan was made from this spec, so not expected
         return None
     return _prior(

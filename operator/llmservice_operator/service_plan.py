@@ -39,6 +39,12 @@ class ServicePlan:
     revision: str
 
     @functools.cached_property
+    def architecture(self) -> ModelArchitecture:
+        """The model's architecture, as the sizing saw it (resolved once per plan: the
+        autoscaler's prior reads it at every evaluation)."""
+        return resolve_architecture(self.service)
+
+    @functools.cached_property
     def objects(self) -> list[dict[str, Any]]:
         """The rendered objects (as `llmservice plan` prints them). Rendered on first use: the
         operator renders what a reconcile applies itself (decide.py)."""

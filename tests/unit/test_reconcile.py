@@ -339,6 +339,33 @@ def test_the_autoscalers_history_is_written_when_it_changes_or_every_few_minutes
     assert len(prometheus.queries) <= 4 * 25
 
 
+def test_the_autoscalers_own_write_does_not_wake_a_full_decision() -> None:
+    """The watch event of an autoscaling-only status write comes back with a new
+    resourceVersion: it must not look like news (no render, no apply, no second write)."""
+    clock = [T0]
+    body = _body()
+    body["spec"]["scaling"] = {"mode": "operator", "minReplicas": 1, "maxReplicas": 1}
+    kube = FakeKube(body)
+    reconciler = Reconciler(
+        kube, load_catalog(), "http://p:9090", prometheus=QueueingPrometheus(kube),
+        clock=lambda: clock[0],
+    )  # fmt: skip
+    for _ in range(3):
+        reconciler.reconcile(copy.deepcopy(kube.body))
+    writes = 0
+    for _ in range(24):  # six minutes: at least one autoscaling-only write
+        clock[0] += timedelta(seconds=15)
+        before = len(kube.status_patches)
+        reconciler.reconcile(copy.deepcopy(kube.body))
+        if len(kube.status_patches) > before:
+            writes += 1
+            applied, patches = len(kube.applied), len(kube.status_patches)
+            echo = reconciler.reconcile(copy.deepcopy(kube.body))  # its watch event
+            assert (len(kube.applied), len(kube.status_patches)) == (applied, patches)
+            assert echo.applied == 0 and not echo.wrote_status
+    assert writes >= 1
+
+
 def test_a_smoke_test_runs_off_the_reconcile_and_feeds_the_next_one() -> None:
     release = threading.Event()
     notified: list[tuple[str, str]] = []
