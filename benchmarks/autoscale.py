@@ -58,8 +58,10 @@ from llmservice_operator.autoscale import (
 from llmservice_operator.sim.engine import Arrival, simulate
 from llmservice_operator.sim.profile import EngineProfile
 
+from .breakdown import Minute, compare_minutes, minutes
 from .fleet import FleetResult, Request, Router, Scaler, simulate_fleet
 from .frontier import (
+    OPERATOR,
     OPERATOR_COLD,
     OPERATOR_VARIANTS,
     STATIC,
@@ -74,6 +76,7 @@ from .frontier import (
     plot_frontier,
     points_from_json,
     points_table,
+    summarize,
 )
 from .scalers import HpaScaler, KedaScaler, OperatorScaler, StaticScaler
 from .traces import (
@@ -439,6 +442,12 @@ def _parser() -> argparse.ArgumentParser:
         "--json", action="store_true", help="end the output with the frontier as one JSON object"
     )
     parser.add_argument(
+        "--minutes",
+        action="store_true",
+        help="with --frontier: for each goal the operator misses on a trace, a per-minute "
+        "breakdown of its run against the point it is compared with (late requests, replicas)",
+    )
+    parser.add_argument(
         "--merge",
         nargs="+",
         type=Path,
@@ -577,6 +586,7 @@ def run_frontier(
         *baseline_settings(context),
     ]
     points = []
+    buckets: dict[tuple[str, str], list[Minute]] = {}
     for setting in settings:
         if args.only and not any(word.lower() in setting.scaler.lower() for word in args.only):
             continue
@@ -590,7 +600,51 @@ def run_frontier(
             )
         )
         _progress(f"{setting.scaler}: {setting.setting}"[:48], result, started)
+        if args.minutes:
+            buckets[(setting.scaler, setting.setting)] = minutes(
+                result, PREROLL_S, trace.duration_s
+            )
+    if args.minutes:
+        print_misses(trace.name, points, buckets)
     return points
+
+
+def print_misses(
+    trace: str, points: Sequence[Point], buckets: Mapping[tuple[str, str], list[Minute]]
+) -> None:
+    """For each goal the operator misses on ``trace``, the per-minute breakdown of its run
+    against the point it is compared with (its default where it has no point at the goal)."""
+    if not any(p.scaler == STATIC for p in points) or not any(p.scaler == OPERATOR for p in points):
+        return
+    s = summarize(points)
+    default = OPERATOR_VARIANTS[0][0]
+    pairs: list[tuple[str, tuple[str, str], tuple[str, str]]] = []
+    if not s.baseline_goal_met:
+        if s.best_baseline_at_99 is not None:
+            op, other, goal = s.operator_at_99, s.best_baseline_at_99, "<= 0.8x the best at 99%"
+        else:
+            op, other = s.operator_at_baseline_best, s.cheapest_baseline_best
+            goal = "<= the best baseline's GPU-hours at its attainment"
+        mine = (OPERATOR, op.setting if op else default)
+        pairs.append((goal, mine, (other.scaler, other.setting)))
+    if not s.static_goal_met:
+        op = s.operator_at_static
+        mine = (OPERATOR, op.setting if op else default)
+        pairs.append(("<= static at >= its attainment", mine, (STATIC, s.static.setting)))
+    cold = (OPERATOR_COLD, default)
+    warm = (OPERATOR, default)
+    by_key = {(p.scaler, p.setting): p for p in points}
+    gap = (
+        (by_key[warm].attainment - by_key[cold].attainment) * 100
+        if cold in by_key and warm in by_key
+        else 0.0
+    )
+    if gap > 0.5 + 1e-9:
+        pairs.append(("cold within 0.5 points of warm", cold, warm))
+    for goal, a, b in pairs:
+        if a in buckets and b in buckets:
+            print(f"\n{trace}: missed ({goal}), per minute:")
+            print(compare_minutes(f"{a[0]}: {a[1]}", buckets[a], f"{b[0]}: {b[1]}", buckets[b]))
 
 
 def report_frontier(
