@@ -13,7 +13,7 @@ __all__ = ["main"]
 #: Each subcommand is the module of that name under llmservice_operator.commands: its
 #: add_parser() declares the flags and the help, its run() does the work.
 SUBCOMMANDS: tuple[str, ...] = (
-    "size", "plan", "crd", "run", "sim", "load", "probe", "cache-model",
+    "size", "plan", "crd", "run", "sim", "load", "probe", "cache-model", "cache-prune",
 )  # fmt: skip
 
 

@@ -24,12 +24,12 @@ from .api.status import (
 from .autoscale.schedule import scheduled_bounds
 from .conditions import find, set_condition
 from .events import Event, EventType
-from .model_cache import CacheState, cache_state
+from .model_cache import CacheState, cache_state, job_finished
 from .observed import ObservedState
-from .render.cache_layout import cached_model_path
+from .render.cache_layout import PRUNE_LABEL, cached_model_path
 from .render.labels import REVISION, SERVICE, selector_labels
 from .render.load_test import LoadTestRuntime, load_test_job
-from .render.model_cache import cache_job, cache_job_name, cache_pvc
+from .render.model_cache import cache_job, cache_job_name, cache_prune_job, cache_pvc
 from .render.objects import (
     deployment,
     deployment_name,
@@ -296,8 +296,9 @@ def decide(
         decision.events.append(rescaled)
     _desired_objects(decision, body, observed, plan, template, revision, rollout, load_test)
     if cache is not None:  # kept while the revision serves: the Job is its verified copy's record
-        kept = {(o["kind"], o["metadata"]["name"]) for o in cache[0]}
-        decision.apply.extend(_owned(body, service.metadata.name, cache[0]))
+        cache_objects = [*cache[0], *_prune_job(plan, observed, rollout, load_test)]
+        kept = {(o["kind"], o["metadata"]["name"]) for o in cache_objects}
+        decision.apply.extend(_owned(body, service.metadata.name, cache_objects))
         decision.delete = [d for d in decision.delete if (d[1], d[2]) not in kept]
     decision.events.extend(rollout.events)
     serving = _serving(observed, deployments, rollout, total)
@@ -352,9 +353,37 @@ def _model_cache(
             "the download Job runs the operator's own image, which the operator was not told "
             "(LLMSERVICE_OPERATOR_IMAGE; the chart sets it)",
         )
+    keep = cache_prune_job(render_input, runtime)["metadata"]["name"]
+    for (kind, name), other in sorted(observed.owned.items()):
+        labels = other["metadata"].get("labels") or {}
+        if kind == "Job" and PRUNE_LABEL in labels and name != keep and not job_finished(other):
+            # It could remove this revision's directory as the download writes it: wait.
+            return objects, CacheState(
+                "False",
+                "Downloading",
+                f"revision {model.revision}: waiting for the clean-up Job {name} to finish",
+            )
     objects.append(cache_job(render_input, runtime))
     job = observed.owned.get(("Job", cache_job_name(render_input)))
     return objects, cache_state(job, observed.cache_pods, model.revision, cached_model_path(model))
+
+
+def _prune_job(
+    plan: ServicePlan,
+    observed: ObservedState,
+    rollout: RolloutDecision,
+    runtime: LoadTestRuntime | None,
+) -> list[dict[str, Any]]:
+    """The clean-up Job, once the spec's revision alone serves from a PVC the operator made
+    (the claim a person names may hold other services' revisions: never cleaned)."""
+    model = plan.render_input.spec.model
+    revisions = rollout.revisions
+    alone = set(observed.deployments()) == {plan.revision}
+    if model.cache is None or model.cache.claim_name is not None or runtime is None:
+        return []
+    if revisions.candidate is not None or revisions.stable != plan.revision or not alone:
+        return []
+    return [cache_prune_job(plan.render_input, runtime)]
 
 
 def _wait_for_cache(

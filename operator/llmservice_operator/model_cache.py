@@ -16,7 +16,7 @@ from typing import Any
 
 from .api.status import ConditionStatus
 
-__all__ = ["CacheState", "cache_state", "job_result"]
+__all__ = ["CacheState", "cache_state", "job_finished", "job_result"]
 
 JOB_NAME_LABELS = ("batch.kubernetes.io/job-name", "job-name")
 
@@ -35,6 +35,12 @@ class CacheState:
 def _true_conditions(job: dict[str, Any]) -> dict[str, dict[str, Any]]:
     conditions = (job.get("status") or {}).get("conditions") or []
     return {str(c.get("type")): c for c in conditions if c.get("status") == "True"}
+
+
+def job_finished(job: dict[str, Any]) -> bool:
+    """Complete or failed (or about to be: SuccessCriteriaMet, FailureTarget)."""
+    done = {"Complete", "Failed", "SuccessCriteriaMet", "FailureTarget"}
+    return bool(done & set(_true_conditions(job)))
 
 
 def job_result(job_name: str, pods: list[dict[str, Any]]) -> dict[str, Any] | None:

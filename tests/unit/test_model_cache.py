@@ -19,7 +19,7 @@ from llmservice_operator.decide import Decision, decide
 from llmservice_operator.model_cache import cache_state
 from llmservice_operator.observed import ObservedState
 from llmservice_operator.reconcile import merge_patch
-from llmservice_operator.render.cache_layout import CACHE_LABEL, revision_dir
+from llmservice_operator.render.cache_layout import CACHE_LABEL, PRUNE_LABEL, revision_dir
 from llmservice_operator.render.load_test import LoadTestRuntime
 from llmservice_operator.render.model_cache import (
     cache_job,
@@ -405,3 +405,45 @@ def test_a_retried_attempt_is_shown_while_the_job_goes_on() -> None:
     state = cache_state(job, pods, REV, "/models/x")
     assert (state.status, state.reason) == ("False", "Downloading")
     assert "attempt 1 failed (503 from the hub: busy); retrying" in state.message
+
+
+def _prune_jobs(decision: Decision) -> list[dict[str, Any]]:
+    return [
+        o for o in decision.apply if o["kind"] == "Job" and PRUNE_LABEL in o["metadata"]["labels"]
+    ]
+
+
+def test_once_the_revision_alone_serves_the_other_revisions_are_cleaned_up() -> None:
+    cluster = _Cluster(_body())
+    cluster.decide()
+    cluster.finish("Complete", OK)
+    assert _prune_jobs(cluster.decide()) == []  # the Deployment is only being made
+    [prune] = _prune_jobs(cluster.decide())
+    [container] = prune["spec"]["template"]["spec"]["containers"]
+    keep = f"meta-llama--Llama-3.1-8B-Instruct/{REV}"
+    assert container["args"] == ["cache-prune", "--root", "/models", "--keep", keep]
+    assert "HF_TOKEN" not in {e["name"] for e in container["env"]}
+    assert container["image"] == RUNTIME.image
+
+    # A new revision while the clean-up runs: its download waits for it (it could remove
+    # the directory the download writes).
+    cluster.body["spec"]["model"]["revision"] = NEW_REV
+    cluster.body["metadata"]["generation"] = 2
+    waiting = cluster.decide()
+    assert _kinds(waiting) == ["PersistentVolumeClaim"]
+    cached = _condition(waiting, "ModelCached")
+    assert cached["reason"] == "Downloading"
+    assert f"waiting for the clean-up Job {prune['metadata']['name']}" in cached["message"]
+    key = ("Job", prune["metadata"]["name"])
+    cluster.owned[key]["status"] = {"conditions": [{"type": "Complete", "status": "True"}]}
+    started = cluster.decide()
+    assert cluster.job()["metadata"]["annotations"]["llmservice.dev/model-revision"] == NEW_REV
+    assert _kinds(started) == ["Job", "PersistentVolumeClaim"]
+
+
+def test_a_claim_someone_named_is_never_cleaned_up() -> None:
+    cluster = _Cluster(_body({"claimName": "shared-weights"}))
+    cluster.decide()
+    cluster.finish("Complete", OK)
+    cluster.decide()
+    assert _prune_jobs(cluster.decide()) == []

@@ -7,6 +7,7 @@ every request, header and error is the library's own; only the hub is fake.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from llmservice_operator.commands.cache_model import (
     CacheFailure,
     cache_model,
 )
+from llmservice_operator.commands.cache_prune import prune_cache
 from tests.hubfake import COMMIT, FakeHub, tiny_model_repo
 
 REPO = "llmservice-dev/tiny-llama"
@@ -128,3 +130,35 @@ def test_the_command_writes_its_result_as_the_termination_message(
     failed = json.loads(result.read_text())
     assert failed == {"ok": False, "reason": "RevisionNotFound", "message": failed["message"]}
     assert "Invalid rev id: nope" in failed["message"]
+
+
+def test_the_clean_up_removes_the_other_revisions_the_job_wrote(
+    hub: FakeHub, tmp_path: Path
+) -> None:
+    root = tmp_path / "models"
+    for revision in ("old", "serving"):
+        cache_model(REPO, "main", root / "org--name" / revision, endpoint=hub.url)
+    (root / "org--name" / "failed" / ".cache" / "huggingface").mkdir(parents=True)
+    (root / "org--name" / "someone-elses").mkdir()
+    (root / "org--name" / "someone-elses" / "weights.bin").write_bytes(b"x")
+    (root / "other--model" / "r1" / ".cache" / "huggingface").mkdir(parents=True)
+    (root / "other--model" / "r1" / MANIFEST).write_text("{}")
+    removed, freed = prune_cache(root, "org--name/serving", started=time.time() + 60)
+    assert removed == ["org--name/failed", "org--name/old", "other--model/r1"]
+    assert freed >= sum(f.size for f in hub.files(REPO))
+    assert (root / "org--name" / "serving" / MANIFEST).is_file()
+    assert (root / "org--name" / "someone-elses" / "weights.bin").is_file()  # not ours
+    assert not (root / "other--model").exists()
+    # What was written after the clean-up started (a download meanwhile) is kept.
+    cache_model(REPO, "main", root / "org--name" / "new", endpoint=hub.url)
+    assert prune_cache(root, "org--name/serving", started=time.time() - 60)[0] == []
+
+
+def test_the_clean_up_command_writes_its_result(hub: FakeHub, tmp_path: Path) -> None:
+    root = tmp_path / "models"
+    cache_model(REPO, "main", root / "a--b" / "old", endpoint=hub.url)
+    result = tmp_path / "termination-log"
+    args = ["cache-prune", "--root", str(root), "--keep", "a--b/new", "--result", str(result)]
+    assert main(args) == 0
+    written = json.loads(result.read_text())
+    assert written["ok"] is True and written["removed"] == ["a--b/old"]

@@ -17,6 +17,7 @@ __all__ = [
     "CACHE_MANIFEST",
     "CACHE_MOUNT_DIR",
     "CACHE_PERMANENT_EXIT",
+    "PRUNE_LABEL",
     "cache_claim_name",
     "cached_model_path",
     "revision_dir",
@@ -24,6 +25,8 @@ __all__ = [
 
 #: On the download Job and its pods, with the service's name.
 CACHE_LABEL = "llmservice.dev/model-cache"
+#: On the clean-up Job (and its pods), with the service's name, besides CACHE_LABEL.
+PRUNE_LABEL = "llmservice.dev/cache-prune"
 CACHE_MOUNT_DIR = "/models"
 #: The manifest the download Job writes, last, in a revision's directory (files, hashes).
 CACHE_MANIFEST = "llmservice-manifest.json"

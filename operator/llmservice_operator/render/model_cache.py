@@ -23,6 +23,7 @@ from .cache_layout import (
     CACHE_LABEL,
     CACHE_MOUNT_DIR,
     CACHE_PERMANENT_EXIT,
+    PRUNE_LABEL,
     cache_claim_name,
     revision_dir,
 )
@@ -34,6 +35,7 @@ __all__ = [
     "CACHE_SIZE_MARGIN",
     "cache_job",
     "cache_job_name",
+    "cache_prune_job",
     "cache_pvc",
     "default_cache_size",
 ]
@@ -113,19 +115,49 @@ def cache_job(render_input: RenderInput, runtime: LoadTestRuntime) -> dict[str, 
     model = render_input.spec.model
     if model.cache is None or model.revision is None:
         raise ValueError("spec.model.cache (with model.revision) is not set")
+    return _job(render_input, runtime, cache_job_name(render_input), _job_args(render_input), {})
+
+
+def cache_prune_job(render_input: RenderInput, runtime: LoadTestRuntime) -> dict[str, Any]:
+    """The clean-up Job: every other revision's directory removed from the PVC the operator
+    made (``llmservice cache-prune``), once the pinned revision alone serves."""
+    model = render_input.spec.model
+    if model.cache is None or model.revision is None:
+        raise ValueError("spec.model.cache (with model.revision) is not set")
+    keep = revision_dir(model.id, model.revision)
+    claim = cache_claim_name(render_input.name, model)
+    digest = hashlib.sha256(json.dumps([keep, claim]).encode()).hexdigest()
+    name = f"{render_input.name[:34]}-cache-prune-{digest[:10]}"
+    args = ["cache-prune", "--root", CACHE_MOUNT_DIR, "--keep", keep]
+    return _job(render_input, runtime, name, args, {PRUNE_LABEL: render_input.name})
+
+
+def _job(
+    render_input: RenderInput,
+    runtime: LoadTestRuntime,
+    name: str,
+    args: list[str],
+    extra_labels: dict[str, str],
+) -> dict[str, Any]:
+    model = render_input.spec.model
+    assert model.revision is not None
     env: list[dict[str, Any]] = [
         {"name": "HF_HOME", "value": "/tmp/hf-home"},
         {"name": "HF_HUB_DISABLE_TELEMETRY", "value": "1"},
         {"name": "HF_HUB_DISABLE_PROGRESS_BARS", "value": "1"},
     ]
     token = render_input.spec.engine.hf_token_secret_ref
-    if token is not None:
+    if token is not None and PRUNE_LABEL not in extra_labels:  # the clean-up needs no hub
         ref = {"name": token.name, "key": token.key}
         env.append({"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": ref}})
-    labels = {**_labels(render_input, "model-cache"), CACHE_LABEL: render_input.name}
+    labels = {
+        **_labels(render_input, "model-cache"),
+        CACHE_LABEL: render_input.name,
+        **extra_labels,
+    }
     job = _render(
         "cache-job.yaml.j2",
-        name=cache_job_name(render_input),
+        name=name,
         namespace=render_input.namespace,
         labels=labels,
         annotations={
@@ -135,7 +167,7 @@ def cache_job(render_input: RenderInput, runtime: LoadTestRuntime) -> dict[str, 
         pod_labels=labels,
         image=runtime.image,
         pull_policy=runtime.pull_policy,
-        args=_job_args(render_input),
+        args=args,
         env=env,
         permanent_exit=CACHE_PERMANENT_EXIT,
         mount_dir=CACHE_MOUNT_DIR,
