@@ -66,7 +66,7 @@ check-crds: install-python
 	  { echo "crds/llmservice.yaml is stale: run 'make crds'"; exit 1; }
 
 golden: install-python ## regenerate tests/golden from examples/
-	UPDATE_GOLDEN=1 $(BIN)/pytest tests/unit/test_golden.py -q
+	UPDATE_GOLDEN=1 $(BIN)/pytest tests/unit/test_golden.py tests/unit/test_model_cache_golden.py -q
 
 cluster-up: tools
 	$(BIN)/llmservice-dev cluster up
