@@ -2,8 +2,8 @@
 the operator's own image on the real node (kubelet + containerd), downloads the tiny model from
 a fake hub on loopback (tests/hubfake.py) into a hostPath PersistentVolume, verifies it and
 writes its manifest; only then is the Deployment made, its pods mounting the claim read-only.
-A revision the hub does not know then gives ModelCached=False with the hub's message, and the
-service that serves is left as it was.
+A revision the hub does not know then gives ModelCached=False with the hub's message, a file
+served corrupted gives HashMismatch naming it, and the service that serves is left as it was.
 """
 
 from __future__ import annotations
@@ -151,3 +151,20 @@ def test_the_cache_job_fills_the_claim_before_the_deployment_exists(
         assert list(deployments) == [stable["metadata"]["labels"][REVISION]]
         assert deployments[stable["metadata"]["labels"][REVISION]]["status"]["readyReplicas"] == 1
         assert not (volume / revision_dir(MODEL, unknown) / CACHE_MANIFEST).exists()
+
+        # A file the hub serves corrupted (one byte flipped, the same size): named.
+        hub.corrupt.add("tokenizer_config.json")
+        kube.kubectl(
+            "-n", namespace, "patch", "llmservice", "cached", "--type=merge",
+            "-p", json.dumps({"spec": {"model": {"revision": "main"}}}),
+        )  # fmt: skip
+        mismatch = wait_for(
+            "ModelCached HashMismatch",
+            lambda: _cached(kube, "cached", "False", "HashMismatch"),
+            180,
+        )
+        assert "tokenizer_config.json: git blob id" in mismatch["message"], mismatch
+        assert list(kube.deployments("cached")) == [stable["metadata"]["labels"][REVISION]]
+        assert kube.condition("cached", "Available")["status"] == "True"
+        assert not (volume / revision_dir(MODEL, "main") / "tokenizer_config.json").exists()
+        assert not (volume / revision_dir(MODEL, "main") / CACHE_MANIFEST).exists()
