@@ -168,3 +168,29 @@ def test_the_cache_job_fills_the_claim_before_the_deployment_exists(
         assert kube.condition("cached", "Available")["status"] == "True"
         assert not (volume / revision_dir(MODEL, "main") / "tokenizer_config.json").exists()
         assert not (volume / revision_dir(MODEL, "main") / CACHE_MANIFEST).exists()
+
+
+@pytest.mark.parametrize(
+    ("model", "message"),
+    [
+        ({"cache": {}}, "model.cache needs model.revision"),
+        (
+            {"revision": COMMIT, "cache": {"claimName": CLAIM, "size": "10Gi"}},
+            "model.cache.claimName names a claim you made",
+        ),
+        (
+            {"revision": COMMIT, "cache": {}, "source": {"type": "uri", "uri": "s3://b/p"}},
+            "model.cache downloads from the hub",
+        ),
+    ],
+)
+def test_the_api_server_refuses_what_pydantic_refuses(
+    kubectl: Any, namespace: str, crd_installed: None, model: dict[str, Any], message: str
+) -> None:
+    body = llmservice("refused", namespace)
+    body["spec"]["model"].update(model)
+    result = kubectl("apply", "--dry-run=server", "-f", "-", input=json.dumps(body), check=False)
+    assert result.returncode != 0 and message in result.stderr, result.stderr
+    body["spec"]["model"].pop("source", None)
+    body["spec"]["model"].update({"revision": COMMIT, "cache": {}})
+    kubectl("apply", "--dry-run=server", "-f", "-", input=json.dumps(body))  # the fix passes
