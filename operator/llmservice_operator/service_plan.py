@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from .api import LLMService, SpecError
+from .render.labels import SERVICE
+from .render.model_cache import cache_pvc
 from .render.objects import RenderInput, pod_template, render_service_objects, revision_hash
 from .render.shape import ServingShape
 from .sizing import (
@@ -47,8 +49,14 @@ class ServicePlan:
     @functools.cached_property
     def objects(self) -> list[dict[str, Any]]:
         """The rendered objects (as `llmservice plan` prints them). Rendered on first use: the
-        operator renders what a reconcile applies itself (decide.py)."""
-        return render_service_objects(self.render_input)
+        operator renders what a reconcile applies itself (decide.py). With a model cache, its
+        PVC too (the download Job runs the operator's image, which only the operator knows)."""
+        objects = render_service_objects(self.render_input)
+        pvc = cache_pvc(self.render_input, self.sizing.weight_bytes)
+        if pvc is not None:
+            pvc["metadata"]["labels"][SERVICE] = self.service.metadata.name
+            objects.append(pvc)
+        return objects
 
 
 def resolve_architecture(service: LLMService) -> ModelArchitecture:

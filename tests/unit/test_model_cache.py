@@ -447,3 +447,18 @@ def test_a_claim_someone_named_is_never_cleaned_up() -> None:
     cluster.finish("Complete", OK)
     cluster.decide()
     assert _prune_jobs(cluster.decide()) == []
+
+
+def test_plan_prints_the_pvc_and_says_where_the_weights_go(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from llmservice_operator.cli import main
+
+    assert main(["plan", "-f", str(ROOT / "examples" / "cache" / "llama-3.1-8b-cache.yaml")]) == 0
+    out, err = capsys.readouterr()
+    kinds = [d["kind"] for d in yaml.safe_load_all(out)]
+    assert kinds.count("PersistentVolumeClaim") == 1 and kinds.count("Deployment") == 1
+    assert (
+        "model cache: /models/meta-llama--Llama-3.1-8B-Instruct/"
+        "0e9e39f249a16976918f6564b8830bc894c89659 on PVC llama-8b-cached-model-cache" in err
+    )

@@ -10,6 +10,7 @@ from typing import Any
 import yaml
 
 from ..api import SpecError, parse_llmservice
+from ..render.cache_layout import cache_claim_name, cached_model_path
 from ..service_plan import ServicePlan, plan_service
 from ..sizing import SizingError, load_catalog
 from .errors import CommandError, report
@@ -50,6 +51,13 @@ def _summary(plan: ServicePlan) -> str:
         f"#   {r.reason}",
     ]
     lines += [f"#   warning: {w}" for w in r.warnings]
+    model = plan.service.spec.model
+    if model.cache is not None:
+        lines.append(
+            f"#   model cache: {cached_model_path(model)} on PVC "
+            f"{cache_claim_name(plan.service.metadata.name, model)}, filled by a download Job "
+            "(the operator's image) before the Deployment is made"
+        )
     return "\n".join(lines)
 
 
