@@ -442,6 +442,9 @@ def _parser() -> argparse.ArgumentParser:
         "--json", action="store_true", help="end the output with the frontier as one JSON object"
     )
     parser.add_argument(
+        "--title", help="with --merge: the plot's title (default: the merged files' names)"
+    )
+    parser.add_argument(
         "--minutes",
         action="store_true",
         help="with --frontier: for each goal the operator misses on a trace, a per-minute "
@@ -673,7 +676,7 @@ def merge(paths: Sequence[Path], args: argparse.Namespace) -> int:
             for p in points:
                 merged.setdefault(trace, {})[(p.scaler, p.setting)] = p
     frontier = {trace: list(points.values()) for trace, points in merged.items()}
-    report_frontier(frontier, args, ", ".join(p.name for p in paths))
+    report_frontier(frontier, args, args.title or ", ".join(p.name for p in paths))
     if args.json:
         print(dump(frontier_json(frontier)))
     return 0

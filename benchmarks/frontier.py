@@ -231,6 +231,7 @@ OPERATOR_VARIANTS: tuple[tuple[str, float, float, float], ...] = (
     ("2 sqrt(R), no spare", 2.0, 0.0, 0.8),
     ("targetUtilization 0.5", 0.0, 0.0, 0.5),
     ("targetUtilization 0.6", 0.0, 0.0, 0.6),
+    ("targetUtilization 0.65", 0.0, 0.0, 0.65),
     ("targetUtilization 0.7", 0.0, 0.0, 0.7),
     ("targetUtilization 0.8", 0.0, 0.0, 0.8),
 )
@@ -409,10 +410,10 @@ def goal_lines(traces: Mapping[str, Sequence[Point]], realistic: str = "day") ->
 def frontier_json(traces: Mapping[str, Sequence[Point]]) -> dict[str, Any]:
     """``{"traces": {NAME: {"points": {SCALER: [...]}, "operatorGpuHoursAt99", "bestBaselineAt99",
     "cheapestBaselineBest", "static"}}}``: attainment as a fraction; the static fleet counts as
-    a baseline."""
+    a baseline. A trace without the static fleet's point (a partial ``--only`` run) has its
+    points and null figures."""
     out: dict[str, Any] = {}
     for trace, points in traces.items():
-        s = summarize(points)
         by_scaler: dict[str, list[dict[str, Any]]] = {}
         for p in points:
             by_scaler.setdefault(p.scaler, []).append(
@@ -422,6 +423,13 @@ def frontier_json(traces: Mapping[str, Sequence[Point]]) -> dict[str, Any]:
                     "attainment2s": _r(p.attainment, 6),
                 }
             )
+        if not any(p.scaler == STATIC for p in points) or not any(
+            _is_baseline(p.scaler) for p in points
+        ):
+            # A partial run (``--only``): its points, to merge; the figures need the static fleet.
+            out[trace] = {"points": by_scaler, **dict.fromkeys(_SUMMARY_KEYS)}
+            continue
+        s = summarize(points)
         best = s.best_baseline_at_99
         cheapest = s.cheapest_baseline_best
         out[trace] = {
@@ -443,6 +451,9 @@ def frontier_json(traces: Mapping[str, Sequence[Point]]) -> dict[str, Any]:
             },
         }
     return {"traces": out}
+
+
+_SUMMARY_KEYS = ("operatorGpuHoursAt99", "bestBaselineAt99", "cheapestBaselineBest", "static")
 
 
 def _r(x: float, digits: int = 3) -> float:
