@@ -176,16 +176,35 @@ def test_a_candidate_that_breaks_the_ttft_slo_is_rolled_back_while_the_stable_se
     # What is judged here is the analysis of the engine's own histograms; the smoke test's
     # long prompt can break the TTFT SLO first on a busy machine (2.4 s in one CI run: a
     # rollback before any traffic). (b) covers the real smoke test.
-    rollout = canary(smokeTest={"enabled": False})
+    # The pause lets the load (started once the candidate is up) fill the first window; an
+    # inconclusive measurement or two (too few completions yet) goes on instead of pausing.
+    rollout = canary(
+        smokeTest={"enabled": False},
+        progressDeadlineSeconds=480,
+        steps=[{"setWeight": 50}, {"pause": {"duration": "25s"}}, {"analysis": {}}],
+        analysis={**ANALYSIS, "count": 4, "inconclusiveLimit": 2},
+    )
     doc = tiny(namespace, scaling=MANUAL, replicas=1, rollout=rollout, slo=SLO)
     kube.apply(doc)
     kube.wait_available(NAME, timeout=240)
     stable = kube.revisions(NAME)["stable"]
     step("stable Available")
+    set_engine(kube, {**doc["spec"]["engine"], "maxNumSeqs": 1})
+    candidate = kube.wait_candidate(NAME)
+    # The load starts once the candidate's engine is up: under it, the engine's start-up is
+    # starved of CPU on two cores (one CI run: not Ready after 240 s). Its traffic comes
+    # after the setWeight step, the 10 s pause, then the analysis that judges it.
+    wait_for(
+        "the candidate's engine Ready",
+        lambda: (
+            int((kube.deployments(NAME)[candidate].get("status") or {}).get("readyReplicas") or 0)
+            >= 1
+        ),
+        300,
+    )
+    step("candidate Ready")
     with ExitStack() as stack:
         load = stack.enter_context(background_load(cluster, namespace, rate=6, output_tokens=128))
-        set_engine(kube, {**doc["spec"]["engine"], "maxNumSeqs": 1})
-        candidate = kube.wait_candidate(NAME)
         wait_for(
             "the candidate rolled back",
             lambda: rollback_complete(kube.get, namespace, NAME, candidate),
