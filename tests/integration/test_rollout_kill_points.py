@@ -27,7 +27,7 @@ from llmservice_dev.localcluster import ClusterInfo
 from llmservice_dev.localcluster.cluster import OPERATOR_NAMESPACE
 
 from .operator_fixtures import OperatorFactory, OperatorRelease, wait_for
-from .test_rollout_controls import Plugin
+from .test_rollout_controls import Plugin, controlled_canary
 from .test_rollouts import Cluster, Steps, kube, start_load
 
 __all__ = ["kube"]  # the fixture, shared with test_rollouts
@@ -43,19 +43,9 @@ BAD = {**SLOW_START, "LLMSERVICE_SIM_EXTRA_TTFT_MS": "40000"}
 
 
 def rollout(*, pause: str | None = "6s") -> dict[str, Any]:
-    return {
-        "strategy": "canary",
-        "steps": [
-            {"setWeight": 50},
-            {"pause": {"duration": pause} if pause else {}},
-            {"analysis": {}},
-            {"setWeight": 100},
-        ],
-        "analysis": {"interval": "5s", "window": "10s", "count": 3, "minSamples": 3},
-        "smokeTest": {"enabled": True, "timeoutSeconds": 30},
-        "progressDeadlineSeconds": 240,
-        "abortScaleDownDelaySeconds": 5,
-    }
+    """The controls test's canary, with three measurements (a kill can land between them)."""
+    analysis = {"interval": "5s", "window": "10s", "count": 3, "minSamples": 3}
+    return {**controlled_canary(pause=pause), "analysis": analysis}
 
 
 @dataclass

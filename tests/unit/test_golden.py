@@ -138,15 +138,19 @@ def _applied(case: str) -> list[dict[str, Any]]:
     return state(spec_change(_body(example)))
 
 
-@pytest.mark.parametrize("case", CASES)
-def test_applied_objects_match_golden(case: str) -> None:
-    text = yaml.safe_dump_all(_applied(case), sort_keys=False, width=100)
-    golden = GOLDEN / f"{case}.yaml"
+def assert_matches_golden(golden: Path, objects: list[dict[str, Any]]) -> None:
+    """``objects`` as YAML equal ``golden`` (written instead with UPDATE_GOLDEN=1)."""
+    text = yaml.safe_dump_all(objects, sort_keys=False, width=100)
     if os.environ.get("UPDATE_GOLDEN"):
         golden.parent.mkdir(parents=True, exist_ok=True)
         golden.write_text(text)
-    assert golden.exists(), f"no golden file for {case}: run `make golden`"
+    assert golden.exists(), f"no golden file {golden.name}: run `make golden`"
     assert text == golden.read_text(), f"{golden.name} differs: review, then `make golden`"
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_applied_objects_match_golden(case: str) -> None:
+    assert_matches_golden(GOLDEN / f"{case}.yaml", _applied(case))
 
 
 @pytest.mark.parametrize("case", CASES)

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,8 @@ from llmservice_operator.decide import decide
 from llmservice_operator.observed import ObservedState
 from llmservice_operator.render.load_test import LoadTestRuntime
 from llmservice_operator.sizing import load_catalog
+
+from .test_golden import assert_matches_golden
 
 ROOT = Path(__file__).parents[2]
 EXAMPLES = sorted((ROOT / "examples" / "cache").glob("*.yaml"))
@@ -65,13 +66,7 @@ CASES = {
 def test_applied_objects_match_golden(case: str) -> None:
     example, state = CASES[case]
     objects = _states(example)[state]
-    text = yaml.safe_dump_all(objects, sort_keys=False, width=100)
-    golden = GOLDEN / f"{case}.yaml"
-    if os.environ.get("UPDATE_GOLDEN"):
-        golden.parent.mkdir(parents=True, exist_ok=True)
-        golden.write_text(text)
-    assert golden.exists(), f"no golden file for {case}: run `make golden`"
-    assert text == golden.read_text(), f"{golden.name} differs: review, then `make golden`"
+    assert_matches_golden(GOLDEN / f"{case}.yaml", objects)
     for obj in objects:
         if not obj["apiVersion"].startswith("monitoring.coreos.com/"):  # a CRD's
             kubernetes_validate.validate(obj, K8S_SCHEMA_VERSION, strict=True)
