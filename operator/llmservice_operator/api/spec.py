@@ -14,6 +14,7 @@ from pydantic import ConfigDict, Field, model_validator
 from .base import DURATION_PATTERN, ApiModel, cel
 from .k8s_values import LABEL_KEY_PATTERN, LABEL_VALUE_PATTERN, LabelMap, Quantity, label_map_field
 from .schedule import MAX_SCHEDULES, ScheduleWindow, check_schedules, schedule_rules
+from .tiers import MAX_TIERS, ServiceTier, check_tiers, tiers_rules
 
 __all__ = [
     "AnalysisSettings",
@@ -50,6 +51,7 @@ __all__ = [
 Dtype = Literal["auto", "bfloat16", "float16", "float32"]
 Quantization = Literal["none", "fp8", "int8", "awq", "gptq"]
 KvCacheDtype = Literal["auto", "fp8"]
+SchedulingPolicy = Literal["fcfs", "priority"]
 
 _K8S_NAME = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 
@@ -245,6 +247,13 @@ class EngineSpec(ApiModel):
     kv_cache_dtype: KvCacheDtype = "auto"
     prefix_caching: bool = True
     chunked_prefill: bool = True
+    scheduling_policy: SchedulingPolicy = Field(
+        default="fcfs",
+        description=(
+            "vLLM's --scheduling-policy: fcfs (arrival order) or priority (a request's "
+            "`priority`, lower first, then arrival; needed by serving.tiers)."
+        ),
+    )
     gpu_memory_utilization: float = Field(default=0.92, gt=0.1, le=0.99)
     extra_args: list[str] = Field(
         default_factory=list, max_length=64, description="Extra vLLM flags, passed verbatim."
@@ -826,9 +835,20 @@ class ServingSpec(ApiModel):
         le=3600,
         description="Grace period for in-flight streams on scale-down; longer than a generation.",
     )
+    tiers: list[ServiceTier] = Field(
+        default_factory=list,
+        max_length=MAX_TIERS,
+        description=(
+            "Priority tiers (e.g. online, batch); need engine.schedulingPolicy priority. "
+            "With inferencePool each renders an InferenceObjective."
+        ),
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
+    )
 
 
 class LLMServiceSpec(ApiModel):
+    model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": tiers_rules()})
+
     model: ModelSpec
     engine: EngineSpec
     resources: ResourcesSpec = Field(default_factory=ResourcesSpec)
@@ -842,3 +862,8 @@ class LLMServiceSpec(ApiModel):
     )
     rollout: RolloutSpec = Field(default_factory=RolloutSpec)
     serving: ServingSpec = Field(default_factory=ServingSpec)
+
+    @model_validator(mode="after")
+    def _tiers(self) -> LLMServiceSpec:
+        check_tiers(self.serving.tiers, self.engine.scheduling_policy)
+        return self

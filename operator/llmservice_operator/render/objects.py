@@ -149,6 +149,8 @@ def engine_args(render_input: RenderInput) -> list[str]:
         args += [flag("--quantization"), model.quantization]
     if engine.max_num_batched_tokens is not None:
         args += [flag("--max-num-batched-tokens"), str(engine.max_num_batched_tokens)]
+    if engine.scheduling_policy != "fcfs":  # fcfs is vLLM's default: render nothing for it
+        args += [flag("--scheduling-policy"), engine.scheduling_policy]
     if model.revision and model.source.type == "hf" and model.cache is None:
         args += [flag("--revision"), model.revision]
     if model.source.type == "uri":

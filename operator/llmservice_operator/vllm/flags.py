@@ -59,6 +59,7 @@ _COMMON = frozenset(
         "--enable-log-requests",
         "--disable-uvicorn-access-log",
         "--trust-remote-code",
+        "--scheduling-policy",
         # The CPU engine's start-up settings (dev/llmservice_dev/engine.py appends them).
         "--enforce-eager",
         "--num-gpu-blocks-override",
