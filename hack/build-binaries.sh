@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Build the local control-plane binaries once per pinned version, outside the repo:
 #   ${LLMSERVICE_CACHE:-$HOME/.cache/llmservice-operator}/bin-<K8S_VERSION>/
-# etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kubectl, kwok, helm
-# plus kwok stage files under stages/.
+# etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kubectl, kwok, helm,
+# lws-controller (LeaderWorkerSet) plus kwok stage files under stages/ and the LWS CRD under crds/.
 # Idempotent: a binary is skipped when it exists and its .<name>.version stamp matches.
 # The Kubernetes binaries, helm and kwok share one wrapper module (and so one module
 # graph and one build cache), so the client-go/apimachinery packages compile once.
@@ -99,7 +99,7 @@ etcd_module() {
 
 TOTAL_START=$SECONDS
 log "cache: ${BIN_DIR}"
-log "versions: k8s ${K8S_VERSION} etcd ${ETCD_VERSION} kwok ${KWOK_VERSION} helm ${HELM_VERSION}; $(go version)"
+log "versions: k8s ${K8S_VERSION} etcd ${ETCD_VERSION} kwok ${KWOK_VERSION} helm ${HELM_VERSION} lws ${LWS_VERSION}; $(go version)"
 
 BUILD_DATE="1970-01-01T00:00:00Z"
 KV="k8s.io/component-base/version"
@@ -148,6 +148,31 @@ fi
 
 build "$(etcd_module)" etcd "${ETCD_VERSION}" go.etcd.io/etcd/server/v3 \
   "-X go.etcd.io/etcd/api/v3/version.GitSHA=${ETCD_VERSION}"
+
+# --- LeaderWorkerSet: its own module graph (k8s.io/* v0.33, controller-runtime) -----------
+lws_module() {
+  local mod="${WORK}/lws"
+  if [[ -f "${mod}/.stamp" && "$(cat "${mod}/.stamp")" == "${LWS_VERSION}" ]]; then
+    echo "${mod}"; return 0
+  fi
+  rm -rf "${mod}"; mkdir -p "${mod}"
+  printf 'module llmservice.local/lwsbin\n\ngo %s\n\nrequire sigs.k8s.io/lws %s\n' \
+    "${GO_MIN}" "${LWS_VERSION}" > "${mod}/go.mod"
+  echo "${LWS_VERSION}" > "${mod}/.stamp"
+  echo "${mod}"
+}
+LWS_MOD="$(lws_module)"
+build "${LWS_MOD}" lws-controller "${LWS_VERSION}" sigs.k8s.io/lws/cmd \
+  "-X sigs.k8s.io/lws/pkg/version.GitVersion=${LWS_VERSION}"
+# Its CRD from the same module's files (config/crd/bases), stamped with the same version.
+LWS_CRD="${BIN_DIR}/crds/leaderworkerset.x-k8s.io_leaderworkersets.yaml"
+if [[ ! -f "${LWS_CRD}" || "$(cat "${BIN_DIR}/crds/.lws.version" 2>/dev/null)" != "${LWS_VERSION}" ]]; then
+  LWS_DIR="$(cd "${LWS_MOD}" && go list -m -f '{{.Dir}}' sigs.k8s.io/lws)"
+  mkdir -p "${BIN_DIR}/crds"
+  install -m 0644 "${LWS_DIR}/config/crd/bases/leaderworkerset.x-k8s.io_leaderworkersets.yaml" "${LWS_CRD}"
+  echo "${LWS_VERSION}" > "${BIN_DIR}/crds/.lws.version"
+  log "LeaderWorkerSet CRD ${LWS_VERSION}: ${LWS_CRD}"
+fi
 
 log "all binaries ready in ${BIN_DIR} (total $((SECONDS - TOTAL_START))s)"
 echo "${BIN_DIR}"

@@ -92,11 +92,12 @@ def test_versions_env_is_parsed() -> None:
     assert v.k8s.startswith("v1.")
     assert v.etcd.startswith("v3.6.")
     assert v.helm.startswith("v3.")
+    assert v.lws.startswith("v0.")
 
 
 def test_fake_nodes_have_gpus_and_loopback_pod_cidrs() -> None:
     products = [n.gpu_product for n in DEFAULT_NODES]
-    assert products.count(H100) == 4
+    assert products.count(H100) == 6
     assert products.count("NVIDIA-L4") == 2
     cidrs = [pod_cidr(i) for i in range(len(DEFAULT_NODES))]
     assert len(set(cidrs)) == len(cidrs)
@@ -203,8 +204,8 @@ def test_loopback_pod_ips_are_not_published_as_endpoints(kubectl: Kubectl, names
 
 @pytest.mark.cluster
 def test_gpu_capacity_is_enforced(kubectl: Kubectl, namespace: str) -> None:
-    # 4 H100 nodes x 8 GPUs: five 8-GPU replicas cannot all fit (other tests may hold some).
-    apply(kubectl, namespace, gpu_deployment("big", 5, H100, gpus=8))
+    # 6 H100 nodes x 8 GPUs: seven 8-GPU replicas cannot all fit (other tests may hold some).
+    apply(kubectl, namespace, gpu_deployment("big", 7, H100, gpus=8))
 
     def pending_unschedulable() -> bool:
         pods = get_json(kubectl, "-n", namespace, "pods", "-l", "app=big")["items"]
@@ -216,7 +217,7 @@ def test_gpu_capacity_is_enforced(kubectl: Kubectl, namespace: str) -> None:
 
     wait_for("an unschedulable 8-GPU replica", pending_unschedulable)
     status = get_json(kubectl, "-n", namespace, "deployment/big").get("status", {})
-    assert status.get("readyReplicas", 0) <= 4
+    assert status.get("readyReplicas", 0) <= 6
 
 
 @pytest.mark.cluster

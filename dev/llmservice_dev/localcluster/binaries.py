@@ -8,6 +8,10 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+#: The LeaderWorkerSet controller (sigs.k8s.io/lws cmd), built from its own module.
+LWS_CONTROLLER = "lws-controller"
+#: Its CRD, copied from the same module's config/crd/bases into ``<bin dir>/crds/``.
+LWS_CRD_FILE = "leaderworkerset.x-k8s.io_leaderworkersets.yaml"
 K8S_BINARIES = (
     "kube-apiserver",
     "kube-controller-manager",
@@ -15,7 +19,7 @@ K8S_BINARIES = (
     "kubelet",
     "kubectl",
 )
-ALL_BINARIES = (*K8S_BINARIES, "etcd", "kwok", "helm")
+ALL_BINARIES = (*K8S_BINARIES, "etcd", "kwok", "helm", LWS_CONTROLLER)
 
 
 class BinariesError(RuntimeError):
@@ -30,6 +34,7 @@ class Versions:
     etcd: str
     kwok: str
     helm: str
+    lws: str
 
     def for_binary(self, name: str) -> str:
         if name == "etcd":
@@ -38,6 +43,8 @@ class Versions:
             return self.kwok
         if name == "helm":
             return self.helm
+        if name == LWS_CONTROLLER:
+            return self.lws
         return self.k8s
 
 
@@ -85,6 +92,7 @@ def pinned_versions() -> Versions:
             etcd=values["ETCD_VERSION"],
             kwok=values["KWOK_VERSION"],
             helm=values["HELM_VERSION"],
+            lws=values["LWS_VERSION"],
         )
     except KeyError as exc:
         raise BinariesError(f"hack/versions.env lacks {exc.args[0]}") from exc
@@ -96,7 +104,7 @@ def bin_dir(versions: Versions | None = None) -> Path:
 
 
 def missing_binaries(directory: Path, versions: Versions) -> list[str]:
-    """Binaries (and the kwok stages) absent from ``directory`` or built for another version."""
+    """Binaries (and the kwok stages, the LWS CRD) absent from ``directory`` or built for another version."""
     missing: list[str] = []
     for name in ALL_BINARIES:
         stamp = directory / f".{name}.version"
@@ -107,6 +115,11 @@ def missing_binaries(directory: Path, versions: Versions) -> list[str]:
     stages = directory / "stages" / ".version"
     if not stages.is_file() or stages.read_text().strip() != versions.kwok:
         missing.append("stages")
+    crd_stamp = directory / "crds" / ".lws.version"
+    if not (directory / "crds" / LWS_CRD_FILE).is_file() or (
+        not crd_stamp.is_file() or crd_stamp.read_text().strip() != versions.lws
+    ):
+        missing.append("lws-crd")
     return missing
 
 

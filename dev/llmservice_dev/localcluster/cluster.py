@@ -1,7 +1,7 @@
 """Start and stop a real local control plane: etcd, kube-apiserver, kube-controller-manager,
-kube-scheduler and kwok (fake GPU nodes), plus Prometheus and the simulator runner (live
-``llmservice sim`` processes behind LLMService pods), all bound to loopback, all state in one
-directory."""
+kube-scheduler, kwok (fake GPU nodes) and the LeaderWorkerSet controller (:mod:`.lws`), plus
+Prometheus and the simulator runner (live ``llmservice sim`` processes behind LLMService
+pods), all bound to loopback, all state in one directory."""
 
 from __future__ import annotations
 
@@ -27,8 +27,17 @@ from typing import Any
 import yaml
 
 from ..images import ImageError, ensure_images
-from .binaries import Versions, cache_dir, ensure_binaries, pinned_versions, repo_root
+from .binaries import (
+    LWS_CONTROLLER,
+    LWS_CRD_FILE,
+    Versions,
+    cache_dir,
+    ensure_binaries,
+    pinned_versions,
+    repo_root,
+)
 from .binaries import bin_dir as default_bin_dir
+from .lws import controller_args, controller_config, webhook_configurations
 from .nodes import (
     DEFAULT_NODES,
     KWOK_NODE_ANNOTATION,
@@ -38,7 +47,7 @@ from .nodes import (
     FakeNodeSpec,
     node_manifest,
 )
-from .pki import FRONT_PROXY_CLIENT, PKI, create_pki
+from .pki import FRONT_PROXY_CLIENT, PKI, create_pki, make_serving_cert
 from .ports import free_ports
 from .prometheus import (
     DEFAULT_SCRAPE_INTERVAL,
@@ -58,6 +67,7 @@ COMPONENTS = (
     "kube-controller-manager",
     "kube-scheduler",
     "kwok",
+    LWS_CONTROLLER,
     "prometheus",
     "simrunner",
     "containerd",
@@ -71,6 +81,7 @@ _TOKEN_USERS = {
     "scheduler": ("system:kube-scheduler", ""),
     "kwok": ("kwok", "system:masters"),
     "simrunner": ("simrunner", "system:masters"),
+    "lws": ("lws-controller", "system:masters"),
 }
 _KUBECONFIG_NAMES = {"kcm": "kube-controller-manager", "scheduler": "kube-scheduler"}
 UNINITIALIZED_TAINT = "node.cloudprovider.kubernetes.io/uninitialized"
@@ -351,6 +362,7 @@ class LocalCluster:
         containerd = ["--config", str(self.real_node.containerd_config)]
         self._spawn("containerd", bins, containerd, exe=Path(CONTAINERD))
         self._start_controllers(state, pki, deadline)
+        self._start_lws(state, pki, api, deadline)
         self._register_fake_nodes(api, deadline)
         self._start_real_node(state, api, images, kubelet_args, deadline)
         self._wait(
@@ -377,6 +389,7 @@ class LocalCluster:
         port_names = (
             "etcd", "etcd_peer", "kube-apiserver", "kube-controller-manager", "kube-scheduler",
             "kwok", "prometheus", "simrunner", "kubelet", "kubelet_healthz",
+            "lws_webhook", "lws_health",
         )  # fmt: skip
         ports = dict(zip(port_names, free_ports(len(port_names)), strict=True))
         exes = {component: str(bins / component) for component in COMPONENTS}
@@ -565,6 +578,44 @@ class LocalCluster:
             url = f"{scheme}://127.0.0.1:{ports[component]}/healthz"
             self._wait(component, deadline, _answers(url, insecure if scheme == "https" else None))
 
+    def _start_lws(self, state: dict[str, Any], pki: PKI, api: _Api, deadline: float) -> None:
+        """The LeaderWorkerSet CRD, its controller, then its webhooks (by loopback URL: they
+        are registered once it serves them, and see only LWS objects and pods)."""
+        bins, ports = Path(state["bin_dir"]), state["ports"]
+        crd = yaml.safe_load((bins / "crds" / LWS_CRD_FILE).read_text())
+        api.request("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd)
+        crd_path = (
+            f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{crd['metadata']['name']}"
+        )
+        self._wait(
+            "kube-apiserver", deadline, lambda: _established(api.request("GET", crd_path)),
+            what="serving the LeaderWorkerSet CRD",
+        )  # fmt: skip
+        cert_dir = self.state_dir / "pki" / "lws-webhook"
+        make_serving_cert(pki, cert_dir, "tls", "lws-webhook", ["IP:127.0.0.1"])
+        config = controller_config(
+            webhook_port=ports["lws_webhook"], health_port=ports["lws_health"], cert_dir=cert_dir
+        )
+        self._config("lws.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+        kubeconfig = self._config("lws.kubeconfig")
+        self._spawn(LWS_CONTROLLER, bins, controller_args(self._config("lws.yaml"), kubeconfig))
+        self._wait(
+            LWS_CONTROLLER,
+            deadline,
+            _answers(f"http://127.0.0.1:{ports['lws_health']}/readyz", None),
+        )
+        webhook_ctx = ssl.create_default_context(cafile=str(pki.ca_crt))
+        pod_hook = f"https://127.0.0.1:{ports['lws_webhook']}/mutate--v1-pod"
+        # Registered once served: the handler answers any POST with 200 (an AdmissionReview
+        # that says what was wrong with it); an unregistered path is a 404.
+        self._wait(
+            LWS_CONTROLLER, deadline, lambda: _http_post_status(pod_hook, webhook_ctx) == 200,
+            what="serving its webhooks",
+        )  # fmt: skip
+        for hooks in webhook_configurations(ports["lws_webhook"], pki.ca_crt.read_bytes()):
+            plural = hooks["kind"].lower() + "s"
+            api.request("POST", f"/apis/admissionregistration.k8s.io/v1/{plural}", hooks)
+
     def _register_fake_nodes(self, api: _Api, deadline: float) -> None:
         for index, spec in enumerate(self.nodes):
             api.request("POST", "/api/v1/nodes", node_manifest(spec, index))
@@ -742,7 +793,7 @@ def _safe_bin_dir() -> Path | None:
 
 
 def _versions_dict(v: Versions) -> dict[str, str]:
-    return {"k8s": v.k8s, "etcd": v.etcd, "kwok": v.kwok, "helm": v.helm}
+    return {"k8s": v.k8s, "etcd": v.etcd, "kwok": v.kwok, "helm": v.helm, "lws": v.lws}
 
 
 def _write_kubeconfig(path: Path, server: str, ca: Path, user: str, token: str) -> None:
@@ -831,6 +882,24 @@ def _http_get(
         return exc.code, exc.read().decode(errors="replace")
     except (urllib.error.URLError, OSError):
         return 0, ""
+
+
+def _http_post_status(url: str, ctx: ssl.SSLContext, timeout: float = 3) -> int:
+    """The status of an empty JSON POST (0 when nothing answers)."""
+    req = urllib.request.Request(url, data=b"{}", method="POST")
+    req.add_header("Content-Type", "application/json")
+    try:
+        with urllib.request.urlopen(req, timeout=timeout, context=ctx) as resp:
+            return int(resp.status)
+    except urllib.error.HTTPError as exc:
+        return exc.code
+    except (urllib.error.URLError, OSError):
+        return 0
+
+
+def _established(crd: dict[str, Any]) -> bool:
+    conditions = (crd.get("status") or {}).get("conditions") or []
+    return any(c["type"] == "Established" and c["status"] == "True" for c in conditions)
 
 
 def _answers(url: str, ctx: ssl.SSLContext | None) -> Callable[[], bool]:

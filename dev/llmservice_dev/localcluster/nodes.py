@@ -34,10 +34,12 @@ class FakeNodeSpec:
     instance_type: str = ""
 
 
+#: Six 8x H100 nodes: a multi-node replica of two nodes (LeaderWorkerSet group), two groups
+#: and a canary group fit at once (tests/integration/test_multinode.py).
 DEFAULT_NODES: tuple[FakeNodeSpec, ...] = (
     *(
         FakeNodeSpec(f"gpu-h100-{i}", H100, 8, 81559, "192", "2048Gi", 110, "p5.48xlarge")
-        for i in range(4)
+        for i in range(6)
     ),
     *(
         FakeNodeSpec(f"gpu-l4-{i}", L4, 4, 23034, "48", "192Gi", 110, "g6.12xlarge")

@@ -15,6 +15,13 @@ A pod whose container sets ``LLMSERVICE_SIM_ENGINE=vllm`` gets the real CPU vLLM
 instead (``llmservice_dev.engine``), on the wall clock: the same rendered arguments with only
 the model and the bind address swapped, its startup, readiness and liveness probes, its
 ``VLLM_API_KEY`` Secret and its preStop drain (see :class:`EngineSpec`).
+
+A multi-node replica is one LeaderWorkerSet group: one simulator per group, on the leader
+(``leaderworkerset.sigs.k8s.io/worker-index`` "0"), which gets the group's arguments less the
+flags that join the nodes (``--nnodes``, ``--node-rank``, ``--master-addr``, ``--master-port``,
+``--headless``), so it simulates the whole group's tensor x pipeline parallel GPUs. Worker pods
+get no process: with no readiness probe (what the operator renders for them) a worker is Ready
+once Running, as the kubelet would have it (:func:`worker_ready`).
 """
 
 from __future__ import annotations
@@ -37,6 +44,7 @@ __all__ = [
     "gpu_for_node",
     "launch_for",
     "sim_argv",
+    "worker_ready",
 ]
 
 #: Set by the runner to "true" while the simulator passes the pod's readiness probe; the
@@ -49,6 +57,12 @@ GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
 DEFAULT_PORT = 8000
 #: The fastest the runner probes, whatever the pod's periodSeconds and the time scale say.
 MIN_PROBE_PERIOD_S = 0.2
+#: The LWS controller's label: "0" on a group's leader, 1..N-1 on its workers.
+LWS_WORKER_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/worker-index"
+#: vLLM's multi-node flags (value, then boolean): how the group's nodes join, nothing the
+#: single simulator of the group models.
+_MULTINODE_VALUE_FLAGS = ("--nnodes", "--node-rank", "--master-addr", "--master-port")
+_MULTINODE_BOOLEAN_FLAGS = ("--headless",)
 #: Container variable choosing the process: the simulator (default) or "vllm", the real engine.
 ENGINE_ENV = f"{SIM_ENV_PREFIX}ENGINE"
 REAL_ENGINE = "vllm"
@@ -140,6 +154,50 @@ def sim_argv(container: Mapping[str, Any]) -> list[str]:
     return args
 
 
+def _is_lws_worker(labels: Mapping[str, str]) -> bool:
+    index = labels.get(LWS_WORKER_INDEX_LABEL)
+    return index is not None and index != "0"
+
+
+def _without_multinode_flags(argv: Sequence[str]) -> list[str]:
+    """``argv`` less the multi-node flags (``--flag value`` and ``--flag=value`` forms)."""
+    kept: list[str] = []
+    skip = False
+    for arg in argv:
+        if skip:
+            skip = False
+            continue
+        name = arg.split("=", 1)[0]
+        if name in _MULTINODE_VALUE_FLAGS:
+            skip = "=" not in arg
+            continue
+        if name in _MULTINODE_BOOLEAN_FLAGS:
+            continue
+        kept.append(arg)
+    return kept
+
+
+def worker_ready(pod: Mapping[str, Any], node_labels: Mapping[str, str] | None) -> bool | None:
+    """Whether an LWS worker pod (no simulator of its own) is Ready; None for any other pod.
+
+    A worker is Ready once it is Running on a managed node when its container has no
+    readiness probe (the kubelet's rule); with one, nothing here could answer it, so never.
+    """
+    meta = pod.get("metadata") or {}
+    labels = meta.get("labels") or {}
+    if SERVICE not in labels or not _is_lws_worker(labels):
+        return None
+    status = pod.get("status") or {}
+    running = (
+        node_labels is not None
+        and not meta.get("deletionTimestamp")
+        and status.get("phase") == "Running"
+        and bool(status.get("podIP"))
+    )
+    container = _container(pod)
+    return running and container is not None and not container.get("readinessProbe")
+
+
 def _port(container: Mapping[str, Any], port: Any) -> int | None:
     if isinstance(port, int):
         return port
@@ -200,6 +258,8 @@ def launch_for(
     labels = meta.get("labels") or {}
     if SERVICE not in labels or meta.get("deletionTimestamp") or node_labels is None:
         return None
+    if _is_lws_worker(labels):
+        return None  # the group's simulator runs on its leader
     ip = status.get("podIP")
     if not ip or status.get("phase") != "Running":
         return None
@@ -208,6 +268,8 @@ def launch_for(
         return None
     namespace, name = str(meta.get("namespace", "")), str(meta.get("name", ""))
     argv = sim_argv(container)
+    if LWS_WORKER_INDEX_LABEL in labels:
+        argv = _without_multinode_flags(argv)
     listen_port = _listen_port(container, argv)
     gpu = gpu_for_node(node_labels)
     env = {f"{SIM_ENV_PREFIX}SEED": str(_seed(namespace, name))}

@@ -51,6 +51,7 @@ from .podspec import (
     SimLaunch,
     annotations_patch,
     launch_for,
+    worker_ready,
 )
 
 __all__ = ["PodSim", "Runner", "RunnerConfig"]
@@ -500,6 +501,10 @@ class Runner:
         uid = str(meta.get("uid"))
         node_name = (pod.get("spec") or {}).get("nodeName")
         node_labels = await self._node_labels(node_name) if node_name else None
+        worker = worker_ready(pod, node_labels)
+        if worker is not None:  # an LWS worker: no process, Ready by the kubelet's rule
+            await self._sync_worker(pod, worker)
+            return
         launch = launch_for(pod, node_labels, time_scale=self.config.time_scale)
         existing = self.sims.get(uid)
         if launch is None:
@@ -516,6 +521,22 @@ class Runner:
             self.sims[uid] = PodSim(self, launch, annotations)
         else:
             existing.observe(annotations)
+
+    async def _sync_worker(self, pod: Mapping[str, Any], ready: bool) -> None:
+        meta = pod.get("metadata") or {}
+        if meta.get("deletionTimestamp") or not (pod.get("status") or {}).get("podIP"):
+            return
+        current = meta.get("annotations") or {}
+        patch = annotations_patch(current, ready=ready, restarts=0)
+        if patch is not None:
+            target = SimLaunch(
+                namespace=str(meta.get("namespace", "")),
+                name=str(meta.get("name", "")),
+                uid=str(meta.get("uid", "")),
+                ip=str(pod["status"]["podIP"]),
+                argv=(),
+            )
+            await self.patch_annotations(target, patch)
 
     def _stop(self, uid: str) -> None:
         sim = self.sims.pop(uid, None)
