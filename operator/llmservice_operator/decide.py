@@ -27,6 +27,7 @@ from .events import Event, EventType
 from .model_cache import CacheState, cache_state, job_finished
 from .observed import ObservedState
 from .render.cache_layout import PRUNE_LABEL, cached_model_path
+from .render.inference_pool import check_inference_pool, inference_pool_objects
 from .render.labels import REVISION, SERVICE, selector_labels
 from .render.load_test import LoadTestRuntime, load_test_job
 from .render.model_cache import cache_job, cache_job_name, cache_prune_job, cache_pvc
@@ -247,6 +248,7 @@ def decide(
     try:
         service = parse_llmservice(body)
         _check_secrets(service, observed.secrets)
+        check_inference_pool(service.spec)
         if plan is None:
             plan = plan_service(service, catalog, prometheus_url)
     except SpecError as err:
@@ -504,6 +506,11 @@ def _desired_objects(
     route = http_route(render_input, traffic.route_weights, traffic.preview_revision is not None)
     if route is not None:
         objects.append(route)
+    # spec.serving.inferencePool: the stable's pool (and the candidate's) with their pickers.
+    if "InferencePool" not in observed.missing_apis:  # no picker without its pool's CRD
+        objects += inference_pool_objects(
+            render_input, traffic.active_revision, traffic.preview_revision
+        )
     if rollout.load_test is not None and load_test is not None:
         targets = _ready_urls(observed.pods, rollout.load_test, service.spec.serving.port)
         if targets:
@@ -674,6 +681,17 @@ def _put_degraded(
             "GatewayAPIMissing",
             "rollout.gatewayParentRef needs the Gateway API's HTTPRoute, which this cluster "
             "does not serve: no route is made; install it (it is noticed within 30 s)",
+        )
+    elif service.spec.serving.inference_pool is not None and "InferencePool" in (
+        serving.missing_apis
+    ):
+        writer.put(
+            "Degraded",
+            "True",
+            "InferencePoolAPIMissing",
+            "serving.inferencePool needs the Gateway API Inference Extension's InferencePool "
+            "(inference.networking.k8s.io/v1), which this cluster does not serve: no pool or "
+            "endpoint picker is made; install its CRDs (it is noticed within 30 s)",
         )
     elif machine_degraded is not None:
         change = machine_degraded

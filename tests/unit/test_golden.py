@@ -133,6 +133,25 @@ CASES["llama-3.1-70b-canary.gateway.weighted"] = (
 )
 
 
+def _with_inference_pool(body: dict[str, Any]) -> dict[str, Any]:
+    body["spec"]["serving"]["inferencePool"] = {}
+    return _with_gateway(body)
+
+
+# spec.serving.inferencePool: at rest (the stable's pool and picker) and at the first weight
+# (the candidate's pool and picker too, the route's backends the two pools).
+CASES["llama-3.1-70b-canary.inference-pool"] = (
+    ROOT / "examples" / "llama-3.1-70b-canary.yaml",
+    _with_inference_pool,
+    at_rest,
+)
+CASES["llama-3.1-70b-canary.inference-pool.weighted"] = (
+    ROOT / "examples" / "llama-3.1-70b-canary.yaml",
+    _with_inference_pool,
+    first_weight,
+)
+
+
 def _applied(case: str) -> list[dict[str, Any]]:
     example, spec_change, state = CASES[case]
     return state(spec_change(_body(example)))
@@ -157,7 +176,12 @@ def test_applied_objects_match_golden(case: str) -> None:
 def test_applied_objects_validate_against_kubernetes_schemas(case: str) -> None:
     for obj in _applied(case):
         if obj["apiVersion"].startswith(
-            ("keda.sh/", "gateway.networking.k8s.io/", "monitoring.coreos.com/")
+            (
+                "keda.sh/",
+                "gateway.networking.k8s.io/",
+                "monitoring.coreos.com/",
+                "inference.networking.k8s.io/",
+            )
         ):
             continue  # CRDs, not built-in types: the API server checks them with their CRDs
         kubernetes_validate.validate(obj, K8S_SCHEMA_VERSION, strict=True)

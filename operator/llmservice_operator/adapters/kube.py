@@ -56,6 +56,12 @@ OWNED_KINDS: tuple[tuple[str, str], ...] = (
     ("autoscaling/v2", "HorizontalPodAutoscaler"),
     ("keda.sh/v1alpha1", "ScaledObject"),
     ("gateway.networking.k8s.io/v1", "HTTPRoute"),
+    # spec.serving.inferencePool (render/inference_pool.py): the pickers' identity and
+    # rights first, then the pools, where the extension's CRD is served.
+    ("v1", "ServiceAccount"),
+    ("rbac.authorization.k8s.io/v1", "Role"),
+    ("rbac.authorization.k8s.io/v1", "RoleBinding"),
+    ("inference.networking.k8s.io/v1", "InferencePool"),
     ("v1", "PersistentVolumeClaim"),  # the model cache (render/model_cache.py)
     ("monitoring.coreos.com/v1", "PrometheusRule"),  # alerts, where the CRD is served
     ("batch/v1", "Job"),  # a preview's load test (render/load_test.py), the model cache's download

@@ -12,6 +12,7 @@ from typing import Any, Literal
 from pydantic import ConfigDict, Field, model_validator
 
 from .base import DURATION_PATTERN, ApiModel, cel
+from .inference_pool import InferencePoolSpec
 from .k8s_values import LABEL_KEY_PATTERN, LABEL_VALUE_PATTERN, LabelMap, Quantity, label_map_field
 from .schedule import MAX_SCHEDULES, ScheduleWindow, check_schedules, schedule_rules
 from .tiers import MAX_TIERS, ServiceTier, check_tiers, tiers_rules
@@ -834,6 +835,11 @@ class ServingSpec(ApiModel):
         ge=0,
         le=3600,
         description="Grace period for in-flight streams on scale-down; longer than a generation.",
+    )
+    inference_pool: InferencePoolSpec | None = Field(
+        default=None,
+        description="Route through Gateway API Inference Extension pools (queue- and "
+        "KV-cache-aware endpoint picking); needs rollout.gatewayParentRef.",
     )
     tiers: list[ServiceTier] = Field(
         default_factory=list,

@@ -24,7 +24,9 @@ from ..vllm.flags import flag_table
 from .alerts import alert_context
 from .cache_layout import CACHE_MOUNT_DIR, cache_claim_name, cached_model_path
 from .labels import MANAGED_BY, REVISION, SERVICE, revision_selector, selector_labels
+from .pool_names import inference_pool_name, pool_backend_ref
 from .shape import ServingShape
+from .timeouts import gateway_duration, route_timeout_seconds
 
 __all__ = [
     "PROMETHEUS_SERVICE_LABEL",
@@ -385,6 +387,12 @@ def http_route(
         backends.append(
             {"name": f"{render_input.name}-preview", "port": port, "weight": preview_weight}
         )
+    if render_input.spec.serving.inference_pool is not None:
+        # The same weights, on the revisions' InferencePools (render/inference_pool.py).
+        backends = [
+            pool_backend_ref(inference_pool_name(render_input.name, preview=i > 0), b["weight"])
+            for i, b in enumerate(backends)
+        ]
     parent: dict[str, Any] = {"name": parent_ref.name}
     if parent_ref.namespace:
         parent["namespace"] = parent_ref.namespace
@@ -397,7 +405,7 @@ def http_route(
         labels=_common_labels(render_input),
         parent=parent,
         backends=backends,
-        request_timeout=f"{render_input.spec.serving.drain_seconds + 60}s",
+        request_timeout=gateway_duration(route_timeout_seconds(render_input.spec)),
     )
 
 
