@@ -42,7 +42,7 @@ from typing import Any
 
 from aiohttp import web
 
-from llmservice_operator.sim.engine import EngineFaults
+from llmservice_operator.sim.engine import EngineFaults, SchedulingPolicy
 from llmservice_operator.sim.profile import (
     DEFAULT_MAX_NUM_BATCHED_TOKENS,
     EngineProfile,
@@ -77,7 +77,7 @@ _IGNORED_VALUE_FLAGS = (
     "--hf-overrides", "--limit-mm-per-prompt", "--max-logprobs", "--generation-config",
     "--override-generation-config", "--reasoning-parser", "--tool-call-parser", "--root-path",
     "--max-loras", "--max-lora-rank", "--speculative-config", "--compilation-config",
-    "--kv-transfer-config", "--scheduling-policy", "--max-seq-len-to-capture",
+    "--kv-transfer-config", "--max-seq-len-to-capture",
     "--show-hidden-metrics-for-version", "--otlp-traces-endpoint", "--ssl-keyfile",
     "--ssl-certfile", "--response-role", "--api-server-count", "--config",
     "--long-prefill-token-threshold", "--kv-cache-memory-bytes",
@@ -171,6 +171,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--block-size", type=int, default=16, help="KV block size, tokens (default 16)"
     )
     parser.add_argument(
+        "--scheduling-policy",
+        choices=("fcfs", "priority"),
+        default="fcfs",
+        help="fcfs (default) or priority: a request's `priority` (lower first), as vLLM",
+    )
+    parser.add_argument(
         "--enable-prefix-caching",
         action=argparse.BooleanOptionalAction,
         help="accepted; prefix caching is not simulated",
@@ -222,6 +228,7 @@ class SimOptions:
     kv_cache_dtype: str
     block_size: int
     gpu: str
+    scheduling_policy: SchedulingPolicy
     seed: int
     time_scale: float
     vllm_version: str
@@ -320,6 +327,7 @@ def options_from(argv: Sequence[str], env: Mapping[str, str]) -> SimOptions:
         quantization=args.quantization,
         kv_cache_dtype=args.kv_cache_dtype,
         block_size=args.block_size,
+        scheduling_policy=args.scheduling_policy,
         gpu=str(pick(args.sim_gpu, "GPU", str, DEFAULT_GPU)),
         seed=int(pick(args.sim_seed, "SEED", int, 0)),
         time_scale=time_scale,
@@ -441,13 +449,15 @@ def run(args: argparse.Namespace) -> int:
         seed=options.seed,
         time_scale=options.time_scale,
         output_len_median=options.output_len_median,
+        scheduling_policy=options.scheduling_policy,
         engine_faults=options.engine_faults,
         server_faults=options.server_faults,
     )
     server = SimServer(profile, config)
     print(
         f"llmservice sim: {note}; max_model_len={profile.max_model_len}, "
-        f"max_num_seqs={profile.max_num_seqs}, vLLM {options.vllm_version} metrics, "
+        f"max_num_seqs={profile.max_num_seqs}, {options.scheduling_policy} scheduling, "
+        f"vLLM {options.vllm_version} metrics, "
         f"time scale {options.time_scale:g}; listening on {options.host}:{options.port}",
         file=sys.stderr,
         flush=True,

@@ -13,6 +13,17 @@ Every call takes ``now`` (simulated seconds) and returns what happens; nothing s
   preempted (its blocks freed, recomputed later from scratch: vLLM's recompute preemption)
   and nothing new is admitted that step. With ``kv_policy="reserve"`` a sequence instead
   reserves blocks for its whole lifetime on admission and is never preempted.
+* ``scheduling_policy="priority"`` is vLLM's ``--scheduling-policy priority`` (read from
+  ``vllm/v1/core/sched/scheduler.py`` and ``request_queue.py`` of 0.33.0; 0.32 is the same):
+  each request carries an integer ``priority`` (lower is served first); the waiting queue is
+  ordered by (priority, arrival), a preempted request goes back into it by the same key
+  (fcfs puts it at the front); when a running sequence needs a block and none is free, the
+  victim is the running sequence with the largest (priority, arrival), even one already
+  scheduled this step (its tokens go back to the budget), and a sequence that was itself the
+  victim lets the next running one try. As in vLLM, a waiting request never preempts a running
+  one directly: a high-priority arrival takes the next free batch slot or KV room ahead of every
+  lower-priority request, and lower-priority running work is what KV pressure evicts. With
+  fcfs a request's priority is ignored (vLLM accepts and ignores it too).
 * Step duration = ``prefill_ms(prompt tokens in the step)`` +
   ``decode_step_ms(decode batch, context tokens of that batch) x decode_slowdown``; so TTFT and
   TPOT degrade with load the way the profile's roofline says.
@@ -24,6 +35,7 @@ engine's queue to first scheduling, ITL between consecutive outputs of one reque
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections import deque
 from collections.abc import Iterable, Sequence
@@ -39,6 +51,7 @@ __all__ = [
     "FinishReason",
     "KvPolicy",
     "RequestStats",
+    "SchedulingPolicy",
     "SimulationResult",
     "StepResult",
     "TokenEvent",
@@ -46,6 +59,7 @@ __all__ = [
 ]
 
 KvPolicy = Literal["preempt", "reserve"]
+SchedulingPolicy = Literal["fcfs", "priority"]
 FinishReason = Literal["stop", "length", "abort"]
 
 
@@ -92,6 +106,7 @@ class RequestStats:
     generation_tokens: int
     finish_reason: FinishReason
     num_preemptions: int
+    priority: int = 0
 
     @property
     def e2e(self) -> float:
@@ -145,6 +160,7 @@ class _Seq:
     prompt_tokens: int
     output_tokens: int
     end_reason: FinishReason
+    priority: int = 0
     computed: int = 0
     generated: int = 0
     blocks: int = 0
@@ -169,7 +185,12 @@ class _Seq:
             generation_tokens=self.generated,
             finish_reason=reason,
             num_preemptions=self.preemptions,
+            priority=self.priority,
         )
+
+    def order(self) -> tuple[int, float]:
+        """vLLM's priority order: lower priority value first, then earlier arrival."""
+        return (self.priority, self.arrival)
 
 
 class Engine:
@@ -180,10 +201,12 @@ class Engine:
         profile: EngineProfile,
         faults: EngineFaults | None = None,
         kv_policy: KvPolicy = "preempt",
+        scheduling_policy: SchedulingPolicy = "fcfs",
     ) -> None:
         self.profile = profile
         self.faults = faults or EngineFaults()
         self.kv_policy: KvPolicy = kv_policy
+        self.scheduling_policy: SchedulingPolicy = scheduling_policy
         self._waiting: deque[_Seq] = deque()
         self._running: list[_Seq] = []
         self._ids: set[str] = set()
@@ -243,17 +266,19 @@ class Engine:
         output_tokens: int,
         now: float,
         end_reason: FinishReason = "length",
+        priority: int = 0,
     ) -> None:
         """Queue a request that will produce exactly ``output_tokens`` tokens.
 
         ``end_reason`` is what its last token reports ("length" when max_tokens cut it off,
-        "stop" when the simulated model chose to stop there).
+        "stop" when the simulated model chose to stop there). ``priority`` orders it under the
+        priority policy (lower first) and is ignored under fcfs.
         """
         if request_id in self._ids:
             raise ValueError(f"duplicate request id {request_id!r}")
         self.validate(prompt_tokens, output_tokens)
         self._ids.add(request_id)
-        self._waiting.append(
+        self._enqueue(
             _Seq(
                 request_id=request_id,
                 arrival=now,
@@ -261,8 +286,15 @@ class Engine:
                 prompt_tokens=prompt_tokens,
                 output_tokens=output_tokens,
                 end_reason=end_reason,
+                priority=priority,
             )
         )
+
+    def _enqueue(self, seq: _Seq) -> None:
+        if self.scheduling_policy == "priority":
+            bisect.insort_right(self._waiting, seq, key=_Seq.order)
+        else:
+            self._waiting.append(seq)
 
     def abort(self, request_id: str, now: float) -> RequestStats | None:
         """Drop a request (the client went away); None when it is unknown or already done."""
@@ -296,13 +328,22 @@ class Engine:
             need = self.blocks_for(seq.computed + num_new) - seq.blocks
             stalled = False
             while need > self._free_blocks:
-                victim = self._running[-1]
+                victim = self._victim()
+                if self._running.index(victim) < index:
+                    index -= 1
+                for position, (done, tokens) in enumerate(scheduled):
+                    if done is victim:  # scheduled earlier this step: its tokens come back
+                        budget += tokens
+                        del scheduled[position]
+                        break
                 self._preempt(victim)
                 preempted.append(victim.request_id)
                 if victim is seq:
                     stalled = True
                     break
             if stalled:
+                if self.scheduling_policy == "priority":
+                    continue  # the ones after it rank higher and may fit in what it freed
                 break
             self._allocate(seq, need)
             scheduled.append((seq, num_new))
@@ -400,13 +441,22 @@ class Engine:
         self._free_blocks += seq.blocks
         seq.blocks = 0
 
+    def _victim(self) -> _Seq:
+        """Whom a KV shortage evicts: the newest (fcfs) or the lowest-ranked (priority)."""
+        if self.scheduling_policy == "priority":
+            return max(self._running, key=_Seq.order)
+        return self._running[-1]
+
     def _preempt(self, seq: _Seq) -> None:
         self._running.remove(seq)
         self._release(seq)
         seq.computed = 0
         seq.preemptions += 1
         self.num_preemptions += 1
-        self._waiting.appendleft(seq)
+        if self.scheduling_policy == "priority":
+            self._enqueue(seq)
+        else:
+            self._waiting.appendleft(seq)
 
 
 @dataclass(frozen=True)
@@ -417,6 +467,7 @@ class Arrival:
     prompt_tokens: int
     output_tokens: int
     request_id: str = ""
+    priority: int = 0
 
 
 @dataclass(frozen=True)
@@ -449,9 +500,10 @@ def simulate(
     faults: EngineFaults | None = None,
     kv_policy: KvPolicy = "preempt",
     max_steps: int = 10_000_000,
+    scheduling_policy: SchedulingPolicy = "fcfs",
 ) -> SimulationResult:
     """Run ``arrivals`` through a fresh engine in virtual time (as fast as the CPU allows)."""
-    engine = Engine(profile, faults, kv_policy)
+    engine = Engine(profile, faults, kv_policy, scheduling_policy)
     pending = deque(sorted(arrivals, key=lambda a: a.time))
     result = SimulationResult()
     now = pending[0].time if pending else 0.0
@@ -465,6 +517,7 @@ def simulate(
                 arrival.prompt_tokens,
                 arrival.output_tokens,
                 arrival.time,
+                priority=arrival.priority,
             )
         step = engine.step(now)
         if step is None:

@@ -28,23 +28,31 @@ import math
 import random
 import sys
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
 
-from llmservice_operator.sim.engine import Engine, EngineFaults, FinishReason, TokenEvent
+from llmservice_operator.sim.engine import (
+    Engine,
+    EngineFaults,
+    FinishReason,
+    SchedulingPolicy,
+    TokenEvent,
+)
 from llmservice_operator.sim.exposition import SimMetrics
 from llmservice_operator.sim.profile import EngineProfile
 from llmservice_operator.vllm.metrics import LATEST_KNOWN_VLLM_VERSION, metric_names
 
 __all__ = [
     "KEEPALIVE_TIMEOUT_S",
+    "PRIORITY_HEADER",
     "ServerFaults",
     "SimConfig",
     "SimServer",
     "estimate_tokens",
+    "request_priority",
     "serving",
 ]
 
@@ -96,6 +104,8 @@ class SimConfig:
     time_scale: float = 1.0
     output_len_median: int = 128
     """Median natural length (tokens) of an answer when ``ignore_eos`` is not set."""
+    scheduling_policy: SchedulingPolicy = "fcfs"
+    """vLLM's --scheduling-policy: with priority a request's ``priority`` orders it."""
     engine_faults: EngineFaults = field(default_factory=EngineFaults)
     server_faults: ServerFaults = field(default_factory=ServerFaults)
 
@@ -157,6 +167,24 @@ def _prompt_of_chat(body: dict[str, Any]) -> tuple[str, int]:
     return text, max(1, tokens)
 
 
+#: vLLM's header that overrides the body's ``priority`` (entrypoints/generate/base/serving.py).
+PRIORITY_HEADER = "X-Vllm-Priority"
+_INT64 = 2**63
+
+
+def request_priority(body: dict[str, Any], headers: Mapping[str, str]) -> int:
+    """A request's priority as vLLM 0.33 reads it: the ``X-Vllm-Priority`` header when it
+    holds an integer, else the body's ``priority`` (an int64, default 0)."""
+    header = headers.get(PRIORITY_HEADER)
+    if header is not None:
+        with contextlib.suppress(ValueError):
+            return int(header)
+    value = body.get("priority", 0)
+    if not isinstance(value, int) or isinstance(value, bool) or not -_INT64 <= value < _INT64:
+        raise _HttpError(400, "priority must be a 64-bit integer", "BadRequestError")
+    return value
+
+
 def _positive_int(body: dict[str, Any], key: str) -> int | None:
     value = body.get(key)
     if value is None:
@@ -186,7 +214,9 @@ class SimServer:
     ) -> None:
         self.profile = profile
         self.config = config
-        self.engine = Engine(profile, config.engine_faults)
+        self.engine = Engine(
+            profile, config.engine_faults, scheduling_policy=config.scheduling_policy
+        )
         self.names = metric_names(config.vllm_version)
         self.model_name = config.served_names[0]
         self.metrics = SimMetrics(self.names, self.model_name)
@@ -400,6 +430,7 @@ class SimServer:
         if max_tokens is None:
             max_tokens = 16 if not chat else max(self.profile.max_model_len - prompt_tokens, 1)
         output_tokens, end_reason = self._output_length(text, prompt_tokens, max_tokens, body)
+        priority = request_priority(body, request.headers)
         try:
             self.engine.validate(prompt_tokens, max_tokens)
         except ValueError as exc:
@@ -418,7 +449,9 @@ class SimServer:
         arrival = max(self.sim_now(), self._engine_time)
         pending = _Pending(request_id, arrival, prompt_tokens)
         self._pending[request_id] = pending
-        self.engine.add_request(request_id, prompt_tokens, output_tokens, arrival, end_reason)
+        self.engine.add_request(
+            request_id, prompt_tokens, output_tokens, arrival, end_reason, priority=priority
+        )
         self._publish_state()
         self._wakeup.set()
         words = self._words(request_id)
