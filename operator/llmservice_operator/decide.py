@@ -28,6 +28,7 @@ from .model_cache import CacheState, cache_state, job_finished
 from .observed import ObservedState
 from .render.cache_layout import PRUNE_LABEL, cached_model_path
 from .render.inference_pool import check_inference_pool, inference_pool_objects
+from .render.tiers import inference_objectives
 from .render.labels import REVISION, SERVICE, selector_labels
 from .render.load_test import LoadTestRuntime, load_test_job
 from .render.model_cache import cache_job, cache_job_name, cache_prune_job, cache_pvc
@@ -511,6 +512,9 @@ def _desired_objects(
         objects += inference_pool_objects(
             render_input, traffic.active_revision, traffic.preview_revision
         )
+    # spec.serving.tiers with the pool: one InferenceObjective per tier, on the stable pool.
+    if not {"InferencePool", "InferenceObjective"} & observed.missing_apis:
+        objects += inference_objectives(render_input)
     if rollout.load_test is not None and load_test is not None:
         targets = _ready_urls(observed.pods, rollout.load_test, service.spec.serving.port)
         if targets:

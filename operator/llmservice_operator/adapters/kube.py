@@ -62,6 +62,7 @@ OWNED_KINDS: tuple[tuple[str, str], ...] = (
     ("rbac.authorization.k8s.io/v1", "Role"),
     ("rbac.authorization.k8s.io/v1", "RoleBinding"),
     ("inference.networking.k8s.io/v1", "InferencePool"),
+    ("inference.networking.x-k8s.io/v1alpha2", "InferenceObjective"),  # spec.serving.tiers
     ("v1", "PersistentVolumeClaim"),  # the model cache (render/model_cache.py)
     ("monitoring.coreos.com/v1", "PrometheusRule"),  # alerts, where the CRD is served
     ("batch/v1", "Job"),  # a preview's load test (render/load_test.py), the model cache's download

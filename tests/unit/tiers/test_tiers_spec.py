@@ -72,7 +72,8 @@ def test_unknown_policy_is_refused() -> None:
 
 def _schema() -> dict[str, Any]:
     schema: dict[str, Any] = crd_manifest()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
-    return schema["properties"]["spec"]
+    spec: dict[str, Any] = schema["properties"]["spec"]
+    return spec
 
 
 def test_the_crd_keys_tiers_by_name_and_carries_the_policy_rule() -> None:
