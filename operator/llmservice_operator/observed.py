@@ -11,7 +11,15 @@ from typing import Any
 
 from .render.labels import REVISION
 
-__all__ = ["ObservedState"]
+#: The kinds a revision's workload may be (kind -> apiVersion): a Deployment, or a LeaderWorkerSet when a replica
+#: spans nodes (render/multinode.py). Both are named ``<service>-<revision>`` and carry
+#: spec.replicas and status.replicas/readyReplicas, the LWS counting whole groups.
+WORKLOAD_KINDS: dict[str, str] = {
+    "Deployment": "apps/v1",
+    "LeaderWorkerSet": "leaderworkerset.x-k8s.io/v1",
+}
+
+__all__ = ["WORKLOAD_KINDS", "ObservedState"]
 
 
 @dataclass
@@ -21,6 +29,10 @@ class ObservedState:
     owned: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     """(kind, name) -> the object, for everything the service owns."""
     pods: list[dict[str, Any]] = field(default_factory=list)
+    """The serving pods: a Deployment's, and the leaders of LeaderWorkerSet groups (only a
+    leader serves HTTP: readiness, scrapes and smoke tests go to it)."""
+    worker_pods: list[dict[str, Any]] = field(default_factory=list)
+    """The non-leader pods of LeaderWorkerSet groups (label ``llmservice.dev/role: worker``)."""
     cache_pods: list[dict[str, Any]] = field(default_factory=list)
     """The model cache's download Job pods (label ``llmservice.dev/model-cache``): not serving
     pods, so apart from ``pods``."""
@@ -29,11 +41,20 @@ class ObservedState:
     missing_apis: set[str] = field(default_factory=set)
     """Kinds whose API the cluster does not serve (e.g. KEDA's ScaledObject)."""
 
+    def workload_kinds(self) -> dict[str, str]:
+        """Revision -> the kind of its workload."""
+        found: dict[str, str] = {}
+        for (kind, _name), obj in self.owned.items():
+            revision = obj["metadata"].get("labels", {}).get(REVISION)
+            if kind in WORKLOAD_KINDS and revision:
+                found[revision] = kind
+        return found
+
     def deployments(self) -> dict[str, dict[str, Any]]:
-        """Revision -> Deployment."""
+        """Revision -> its workload (Deployment or LeaderWorkerSet, see WORKLOAD_KINDS)."""
         found: dict[str, dict[str, Any]] = {}
         for (kind, _name), obj in self.owned.items():
-            if kind == "Deployment":
+            if kind in WORKLOAD_KINDS:
                 revision = obj["metadata"].get("labels", {}).get(REVISION)
                 if revision:
                     found[revision] = obj

@@ -47,7 +47,7 @@ from .conditions import settle
 from .cost import cost_due, service_cost
 from .decide import Decision, decide, referenced_secrets
 from .events import Event
-from .observed import ObservedState
+from .observed import WORKLOAD_KINDS, ObservedState
 from .render.labels import REVISION
 from .render.load_test import LoadTestRuntime
 from .rollout import (
@@ -86,7 +86,9 @@ class KubeApi(Protocol):
     def observe(self, namespace: str, name: str, secret_names: list[str]) -> ObservedState: ...
     def apply(self, obj: dict[str, Any]) -> dict[str, Any] | None: ...
     def delete(self, api_version: str, kind: str, namespace: str, name: str) -> None: ...
-    def scale_deployment(self, namespace: str, name: str, replicas: int) -> None: ...
+    def scale_deployment(
+        self, namespace: str, name: str, replicas: int, kind: str = "Deployment"
+    ) -> None: ...
     def patch_status(self, namespace: str, name: str, status: dict[str, Any]) -> dict[str, Any]: ...
     def remove_annotation(self, namespace: str, name: str, key: str) -> None: ...
     def read_secret_value(self, namespace: str, name: str, key: str) -> str | None: ...
@@ -553,18 +555,23 @@ class Reconciler:
                 continue  # reported as a Degraded condition by decide()
             applied = self._kube.apply(obj)
             count += applied is not None
-            if obj["kind"] == "Deployment" and obj["metadata"]["name"] in scale_ups:
+            if obj["kind"] in WORKLOAD_KINDS and obj["metadata"]["name"] in scale_ups:
                 name = obj["metadata"]["name"]
                 # Even at the API server's default of 1: the autoscaler's field manager is the
                 # one owner of replicas (one writer per field).
-                self._kube.scale_deployment(namespace, name, scale_ups.pop(name))
+                self._kube.scale_deployment(namespace, name, scale_ups.pop(name), obj["kind"])
+        kinds = decision.scale_kinds
         for dep_name, replicas in scale_ups.items():
             log.info("scaling %s/%s to %d", namespace, dep_name, replicas)
-            self._kube.scale_deployment(namespace, dep_name, replicas)
+            self._kube.scale_deployment(
+                namespace, dep_name, replicas, kinds.get(dep_name, "Deployment")
+            )
         for dep_name, replicas in decision.scale.items():
             if replicas == 0:
                 log.info("scaling %s/%s to 0", namespace, dep_name)
-                self._kube.scale_deployment(namespace, dep_name, 0)
+                self._kube.scale_deployment(
+                    namespace, dep_name, 0, kinds.get(dep_name, "Deployment")
+                )
         for api_version, kind, obj_name in decision.delete:
             log.info("pruning %s %s/%s", kind, namespace, obj_name)
             self._kube.delete(api_version, kind, namespace, obj_name)
@@ -590,7 +597,7 @@ def _fingerprint(
     pods = tuple(
         sorted(
             (p["metadata"]["name"], p["metadata"].get("resourceVersion"))
-            for p in (*observed.pods, *observed.cache_pods)
+            for p in (*observed.pods, *observed.worker_pods, *observed.cache_pods)
         )
     )
     secrets = tuple(sorted((n, tuple(sorted(k or ()))) for n, k in observed.secrets.items()))

@@ -102,17 +102,11 @@ def size_service(service: LLMService, catalog: GpuCatalog) -> SizingResult:
 
 def serving_shape(result: SizingResult, catalog: GpuCatalog) -> ServingShape:
     gpu = catalog.get(result.gpu_type)
-    if result.gpus_per_replica > gpu.gpus_per_node:
-        raise SpecError(
-            "spec.resources",
-            f"{result.summary()} needs {result.gpus_per_replica} GPUs in one replica but a "
-            f"{gpu.name} node has {gpu.gpus_per_node}; multi-node replicas are not supported "
-            "yet: choose a larger GPU, fp8/awq quantization or a shorter maxModelLen",
-            kind="does_not_fit",
-        )
+    nodes = _nodes_per_replica(result, gpu.gpus_per_node, gpu.name)
     shm = result.shm_bytes
-    # Host RAM: weights are staged through page cache while loading; keep a third of them.
-    host_memory = math.ceil(result.weight_bytes / 3) + 16 * 1024**3
+    # Host RAM: weights are staged through page cache while loading; keep a third of what
+    # each pod loads (its pipeline stages' share of the weights).
+    host_memory = math.ceil(result.weight_bytes / nodes / 3) + 16 * 1024**3
     return ServingShape(
         gpu_name=gpu.name,
         node_label_key=gpu.node_label_key,
@@ -124,7 +118,26 @@ def serving_shape(result: SizingResult, catalog: GpuCatalog) -> ServingShape:
         max_num_seqs=result.max_num_seqs,
         shm_bytes=shm,
         host_memory_bytes=host_memory,
+        nodes_per_replica=nodes,
     )
+
+
+def _nodes_per_replica(result: SizingResult, gpus_per_node: int, gpu_name: str) -> int:
+    """Pods (nodes) of one replica: 1, or a LeaderWorkerSet group where each node holds whole
+    pipeline stages (tensor parallel never crosses a node: its all-reduces need NVLink)."""
+    if result.gpus_per_replica <= gpus_per_node:
+        return 1
+    tp, pp = result.tensor_parallel_size, result.pipeline_parallel_size
+    nodes = math.ceil(result.gpus_per_replica / gpus_per_node)
+    if tp > gpus_per_node or pp % nodes != 0 or tp * (pp // nodes) > gpus_per_node:
+        raise SpecError(
+            "spec.resources",
+            f"{result.summary()} needs {result.gpus_per_replica} GPUs in one replica, which do "
+            f"not split into equal {gpus_per_node}-GPU {gpu_name} nodes of whole pipeline "
+            "stages; choose another GPU, fp8/awq quantization or a shorter maxModelLen",
+            kind="does_not_fit",
+        )
+    return nodes
 
 
 def plan_service(

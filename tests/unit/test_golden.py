@@ -24,7 +24,7 @@ import yaml
 from llmservice_operator.api import parse_llmservice
 from llmservice_operator.commands.plan import plan_documents
 from llmservice_operator.decide import Decision, decide
-from llmservice_operator.observed import ObservedState
+from llmservice_operator.observed import WORKLOAD_KINDS, ObservedState
 from llmservice_operator.reconcile import merge_patch
 from llmservice_operator.render.labels import REVISION
 from llmservice_operator.rollout import SmokeResult
@@ -78,7 +78,7 @@ class _Cluster:
         for _api_version, kind, name in decision.delete:
             del self.owned[(kind, name)]
         for (kind, name), obj in self.owned.items():
-            if kind == "Deployment":
+            if kind in WORKLOAD_KINDS:  # a LeaderWorkerSet's replicas: Ready groups
                 replicas = decision.scale.get(name, obj["spec"].get("replicas", 0))
                 obj["spec"]["replicas"] = replicas
                 obj["status"] = {"replicas": replicas, "readyReplicas": replicas}
@@ -181,6 +181,7 @@ def test_applied_objects_validate_against_kubernetes_schemas(case: str) -> None:
                 "gateway.networking.k8s.io/",
                 "monitoring.coreos.com/",
                 "inference.networking.k8s.io/",
+                "leaderworkerset.x-k8s.io/",
             )
         ):
             continue  # CRDs, not built-in types: the API server checks them with their CRDs
@@ -191,7 +192,7 @@ def test_the_rollout_goldens_hold_the_candidate_and_the_preview() -> None:
     for example in EXAMPLES:
         at_rest_names = {o["metadata"]["name"] for o in _applied(example.stem)}
         started = _applied(f"{example.stem}.rollout")
-        [candidate] = [o for o in started if o["kind"] == "Deployment"]
+        [candidate] = [o for o in started if o["kind"] in WORKLOAD_KINDS]
         assert candidate["metadata"]["name"] not in at_rest_names, example.name
         service = parse_llmservice(_body(example)).metadata.name
         assert f"{service}-preview" in {o["metadata"]["name"] for o in started}, example.name
@@ -218,5 +219,5 @@ def test_plan_prints_what_the_operator_applies_at_rest(example: Path) -> None:
 def test_each_example_applies_one_workload_and_a_service() -> None:
     for example in EXAMPLES:
         kinds = [o["kind"] for o in at_rest(_body(example))]
-        assert kinds.count("Deployment") == 1, example.name
+        assert sum(kinds.count(kind) for kind in WORKLOAD_KINDS) == 1, example.name
         assert "Service" in kinds and "PodDisruptionBudget" in kinds, example.name

@@ -72,7 +72,9 @@ class FakeKube:
             self.deployments[obj["metadata"]["name"]] = stored
         return copy.deepcopy(stored)
 
-    def scale_deployment(self, namespace: str, name: str, replicas: int) -> None:
+    def scale_deployment(
+        self, namespace: str, name: str, replicas: int, kind: str = "Deployment"
+    ) -> None:
         self.scaled.append((name, replicas))
         self.deployments[name]["spec"]["replicas"] = replicas
 

@@ -111,9 +111,14 @@ def _plan(example: Path, vllm_version: str, tmp: Path) -> ServicePlan:
     return plan
 
 
-def _container(plan: ServicePlan) -> dict[str, Any]:
-    [dep] = [o for o in plan.objects if o["kind"] == "Deployment"]
-    container: dict[str, Any] = dep["spec"]["template"]["spec"]["containers"][0]
+def _container(plan: ServicePlan, role: str = "leaderTemplate") -> dict[str, Any]:
+    """The serving container: the Deployment's, or a LeaderWorkerSet's leader (or worker)."""
+    [obj] = [o for o in plan.objects if o["kind"] in ("Deployment", "LeaderWorkerSet")]
+    if obj["kind"] == "Deployment":
+        template = obj["spec"]["template"]
+    else:
+        template = obj["spec"]["leaderWorkerTemplate"][role]
+    container: dict[str, Any] = template["spec"]["containers"][0]
     return container
 
 
@@ -246,3 +251,88 @@ def test_the_pinned_versions_are_the_operators(tmp_path: Path) -> None:
     path = tmp_path / "svc.yaml"
     path.write_text(yaml.safe_dump(doc))
     assert cli_main(["plan", "-f", str(path)]) == 0  # `llmservice plan` end to end
+
+
+# -- multi-node replicas (render/multinode.py) ---------------------------------------------
+
+MULTINODE = ROOT / "examples" / "llama-3.1-405b-multinode.yaml"
+#: What Kubernetes puts for $(VAR) in args: the LWS controller's leader address, and the rank
+#: the pod's env takes from its worker-index label (the pod spec's env, expanded by kubelet).
+LEADER_ADDRESS = "llama-405b-0.llama-405b.default"
+
+
+def _multinode_plan(tmp: Path, vllm_version: str, nodes: int) -> ServicePlan:
+    """The 405B example (2 nodes of 8 H100), or at 128k context for 16 sequences (4 nodes)."""
+    doc = yaml.safe_load(MULTINODE.read_text())
+    doc["spec"]["engine"]["vllmVersion"] = vllm_version
+    if nodes == 4:
+        doc["spec"]["engine"]["maxModelLen"] = 131072
+        doc["spec"]["resources"]["minConcurrency"] = 16
+    path = tmp / f"multinode-{nodes}-{vllm_version}.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    [plan] = plan_documents(path, None, "http://prometheus:9090")
+    assert plan.shape.nodes_per_replica == nodes
+    return plan
+
+
+def _expanded(args: list[str], rank: int) -> list[str]:
+    env = {"LWS_LEADER_ADDRESS": LEADER_ADDRESS, "LLMSERVICE_NODE_RANK": str(rank)}
+    for name, value in env.items():
+        args = [a.replace(f"$({name})", value) for a in args]
+    assert not any("$(" in a for a in args), args
+    return args
+
+
+@dataclass(frozen=True)
+class GroupMember:
+    plan: ServicePlan
+    rank: int
+    args: list[str]
+
+
+@pytest.fixture(scope="module")
+def multinode(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> dict[str, list[tuple[GroupMember, dict[str, Any]]]]:
+    """Per judge: every pod of a 2-node and a 4-node group (rendered for that judge's version,
+    and for the default version judged by 0.32, as above), and what its parser made of it."""
+    tmp = tmp_path_factory.mktemp("multinode")
+    judged: dict[str, list[tuple[GroupMember, dict[str, Any]]]] = {}
+    for judge, rendered_for in ((ENGINE, ENGINE), (DEFAULT, DEFAULT), (ENGINE, DEFAULT)):
+        members = []
+        for nodes in (2, 4):
+            plan = _multinode_plan(tmp, rendered_for, nodes)
+            leader = _container(plan, "leaderTemplate")["args"]
+            worker = _container(plan, "workerTemplate")["args"]
+            members.append(GroupMember(plan, 0, _expanded(leader, 0)))
+            members += [GroupMember(plan, r, _expanded(worker, r)) for r in range(1, nodes)]
+        report = _check(judge, [m.args for m in members])
+        judged.setdefault(judge, []).extend(zip(members, report["results"], strict=True))
+    return judged
+
+
+@pytest.mark.parametrize("judge", [ENGINE, DEFAULT])
+def test_multinode_group_args_parse_with_vllms_own_parser(
+    judge: str, multinode: dict[str, list[tuple[GroupMember, dict[str, Any]]]]
+) -> None:
+    """Each pod of a group: TP within its node, PP across the nodes, vLLM's multiprocessing
+    executor across nodes (--nnodes/--node-rank/--master-addr), the workers headless."""
+    seen_nodes = set()
+    for member, result in multinode[judge]:
+        assert result["ok"], f"vLLM {judge} refuses {member.args}: {result['error']}"
+        values, shape = result["values"], member.plan.shape
+        nodes = shape.nodes_per_replica
+        seen_nodes.add(nodes)
+        assert values["tensor_parallel_size"] == shape.tensor_parallel_size == 8
+        assert values["pipeline_parallel_size"] == shape.pipeline_parallel_size == nodes
+        assert values["distributed_executor_backend"] == "mp"
+        assert values["nnodes"] == nodes
+        assert values["node_rank"] == member.rank
+        assert values["master_addr"] == LEADER_ADDRESS
+        assert values["master_port"] == 29501
+        assert values["headless"] is (member.rank > 0)  # only the leader runs the API server
+        # vLLM's own rule (EngineArgs.create_engine_config): nnodes divides the world size.
+        world = values["tensor_parallel_size"] * values["pipeline_parallel_size"]
+        assert world % nodes == 0 and world // nodes == shape.gpus_per_pod == 8
+        assert values["model_tag"] == member.plan.service.spec.model.id
+    assert seen_nodes == {2, 4}

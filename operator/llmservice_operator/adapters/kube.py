@@ -28,7 +28,8 @@ from ..api import API_VERSION, KIND
 from ..api.timestamps import to_rfc3339
 from ..observed import ObservedState
 from ..render.cache_layout import CACHE_LABEL
-from ..render.labels import SERVICE
+from ..render.labels import ROLE, SERVICE
+from ..render.multinode import LWS_API_VERSION, LWS_KIND, WORKER
 from .informer import Informer, InformerSet, Kind
 
 __all__ = [
@@ -50,6 +51,8 @@ AUTOSCALER_FIELD_MANAGER = "llmservice-autoscaler"
 #: (apiVersion, kind) of everything the operator creates, in apply order.
 OWNED_KINDS: tuple[tuple[str, str], ...] = (
     ("apps/v1", "Deployment"),
+    # Multi-node replicas, where the cluster runs the LWS controller (optional, like KEDA's).
+    (LWS_API_VERSION, LWS_KIND),
     ("v1", "Service"),
     ("policy/v1", "PodDisruptionBudget"),
     ("networking.k8s.io/v1", "NetworkPolicy"),
@@ -240,8 +243,13 @@ class KubeAdapter:
                 if _owned_by(item, name):
                     state.owned[(kind, item["metadata"]["name"])] = item
         for pod in watches.owned_by(Kind("v1", "Pod"), namespace, name) or []:
-            cache_job = CACHE_LABEL in (pod["metadata"].get("labels") or {})
-            (state.cache_pods if cache_job else state.pods).append(pod)
+            labels = pod["metadata"].get("labels") or {}
+            if CACHE_LABEL in labels:
+                state.cache_pods.append(pod)
+            elif labels.get(ROLE) == WORKER:
+                state.worker_pods.append(pod)
+            else:
+                state.pods.append(pod)
         for secret in secret_names:
             state.secrets[secret] = self._secret_keys(namespace, secret)
         return state
@@ -299,12 +307,16 @@ class KubeAdapter:
         except NotFoundError:
             log.debug("%s %s/%s already gone", kind, namespace, name)
 
-    def scale_deployment(self, namespace: str, name: str, replicas: int) -> None:
-        """Write replicas as the autoscaler's own field manager (one writer per field)."""
-        resource = self._resource("apps/v1", "Deployment")
+    def scale_deployment(
+        self, namespace: str, name: str, replicas: int, kind: str = "Deployment"
+    ) -> None:
+        """Write replicas as the autoscaler's own field manager (one writer per field). ``kind``
+        LeaderWorkerSet: its spec.replicas, which counts groups."""
+        api_version = LWS_API_VERSION if kind == LWS_KIND else "apps/v1"
+        resource = self._resource(api_version, kind)
         body = {
-            "apiVersion": "apps/v1",
-            "kind": "Deployment",
+            "apiVersion": api_version,
+            "kind": kind,
             "metadata": {"name": name, "namespace": namespace},
             "spec": {"replicas": replicas},
         }
@@ -315,7 +327,7 @@ class KubeAdapter:
             force_conflicts=True,
         ).to_dict()
         # Our own write moved the generation: not a change someone made to what we applied.
-        self._ledger.moved(("Deployment", namespace, name), scaled)
+        self._ledger.moved((kind, namespace, name), scaled)
 
     def post_event(self, obj: dict[str, Any], type_: str, reason: str, message: str) -> None:
         """A core/v1 Event on the LLMService, as `kubectl describe` shows them."""

@@ -355,6 +355,16 @@ class ResourcesSpec(ApiModel):
     )
     node_selector: LabelMap = label_map_field("resources.nodeSelector")
     tolerations: list[Toleration] = Field(default_factory=list, max_length=32)
+    topology_key: str | None = Field(
+        default=None,
+        max_length=317,
+        pattern=LABEL_KEY_PATTERN,
+        description=(
+            "Multi-node replicas only: a node label key (e.g. topology.kubernetes.io/zone or a "
+            "rack label) whose value every node of one replica group shares; rendered as the "
+            "LeaderWorkerSet's exclusive-topology annotation (one group per topology domain)."
+        ),
+    )
 
     @model_validator(mode="after")
     def _gpu_in_allowed(self) -> ResourcesSpec:

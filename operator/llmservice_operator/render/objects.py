@@ -23,7 +23,16 @@ from ..autoscale.policy import resolve_target_queue_depth
 from ..vllm.flags import flag_table
 from .alerts import alert_context
 from .cache_layout import CACHE_MOUNT_DIR, cache_claim_name, cached_model_path
-from .labels import MANAGED_BY, REVISION, SERVICE, revision_selector, selector_labels
+from .labels import MANAGED_BY, REVISION, ROLE, SERVICE, revision_selector, selector_labels
+from .multinode import (
+    EXCLUSIVE_TOPOLOGY_ANNOTATION,
+    LEADER,
+    LWS_API_VERSION,
+    LWS_KIND,
+    MASTER_PORT,
+    leader_args,
+    worker_template,
+)
 from .pool_names import inference_pool_name, pool_backend_ref
 from .shape import ServingShape
 from .timeouts import gateway_duration, route_timeout_seconds
@@ -35,6 +44,7 @@ __all__ = [
     "deployment_name",
     "http_route",
     "engine_args",
+    "leader_worker_set",
     "network_policy",
     "pod_template",
     "pod_disruption_budget",
@@ -43,6 +53,8 @@ __all__ = [
     "revision_hash",
     "scaler",
     "service",
+    "workload",
+    "workload_kind",
 ]
 
 #: Label Prometheus attaches to every scraped vLLM series (from the pod label SERVICE).
@@ -138,6 +150,7 @@ def engine_args(render_input: RenderInput) -> list[str]:
         flag("--served-model-name"), render_input.service.served_model_name,
         flag("--tensor-parallel-size"), str(render_input.shape.tensor_parallel_size),
         flag("--pipeline-parallel-size"), str(render_input.shape.pipeline_parallel_size),
+        *(leader_args(render_input.shape, flag) if render_input.shape.multi_node else []),
         flag("--max-model-len"), str(engine.max_model_len),
         flag("--max-num-seqs"), str(render_input.shape.max_num_seqs),
         flag("--gpu-memory-utilization"), f"{engine.gpu_memory_utilization:g}",
@@ -243,8 +256,8 @@ def pod_template(render_input: RenderInput) -> dict[str, Any]:
     """The serving pod template without its revision label (the hash is taken over this)."""
     spec = render_input.spec
     shape = render_input.shape
-    gpus = str(shape.gpus_per_replica)
-    cpu = spec.resources.cpu or str(max(4, 4 * shape.gpus_per_replica))
+    gpus = str(shape.gpus_per_pod)  # a multi-node replica: each pod holds one node's GPUs
+    cpu = spec.resources.cpu or str(max(4, 4 * shape.gpus_per_pod))
     memory = spec.resources.memory or f"{max(32, math.ceil(shape.host_memory_bytes / GIB))}Gi"
     requests = {"cpu": cpu, "memory": memory, shape.resource_name: gpus}
     limits = {"memory": memory, shape.resource_name: gpus}
@@ -256,9 +269,12 @@ def pod_template(render_input: RenderInput) -> dict[str, Any]:
     # With an API key vLLM guards /v1/*: probe readiness on /health then (the server only
     # listens once the engine has loaded the model).
     readiness = "/health" if spec.serving.api_key_secret_ref else "/v1/models"
+    labels = _common_labels(render_input)
+    if shape.multi_node:  # the leader: the one pod of a group that serves HTTP
+        labels[ROLE] = LEADER
     return _render(
         "pod.yaml.j2",
-        pod_labels=_common_labels(render_input),
+        pod_labels=labels,
         port=spec.serving.port,
         termination_grace_seconds=drain + 30,
         shape=shape,
@@ -309,6 +325,52 @@ def deployment(
     )
 
 
+def leader_worker_set(
+    render_input: RenderInput, template: dict[str, Any], revision: str, replicas: int | None
+) -> dict[str, Any]:
+    """One revision's LeaderWorkerSet: a multi-node replica is one group of
+    ``nodes_per_replica`` pods; ``replicas`` counts groups (None: left to its other writer)."""
+    leader = json.loads(json.dumps(template))
+    leader["metadata"]["labels"][REVISION] = revision
+    shape = render_input.shape
+    annotations = {"llmservice.dev/gpu": f"{shape.gpus_per_replica}x {shape.gpu_name}"}
+    topology_key = render_input.spec.resources.topology_key
+    if topology_key is not None:
+        annotations[EXCLUSIVE_TOPOLOGY_ANNOTATION] = topology_key
+    return _render(
+        "leaderworkerset.yaml.j2",
+        name=deployment_name(render_input.name, revision),
+        namespace=render_input.namespace,
+        labels={**_common_labels(render_input), REVISION: revision},
+        annotations=annotations,
+        replicas=replicas,
+        size=shape.nodes_per_replica,
+        leader_template=leader,
+        worker_template=worker_template(leader),
+    )
+
+
+def workload_kind(render_input: RenderInput) -> tuple[str, str]:
+    """(apiVersion, kind) of a revision's workload: a LeaderWorkerSet for multi-node replicas."""
+    return (
+        (LWS_API_VERSION, LWS_KIND) if render_input.shape.multi_node else ("apps/v1", "Deployment")
+    )
+
+
+def workload(
+    render_input: RenderInput, template: dict[str, Any], revision: str, replicas: int | None
+) -> dict[str, Any]:
+    """One revision's Deployment, or LeaderWorkerSet when a replica spans nodes; named alike."""
+    if render_input.shape.multi_node:
+        return leader_worker_set(render_input, template, revision, replicas)
+    return deployment(render_input, template, revision, replicas)
+
+
+def _serving_selector(render_input: RenderInput, selector: dict[str, str]) -> dict[str, str]:
+    """Only the leaders of multi-node groups serve HTTP."""
+    return {**selector, ROLE: LEADER} if render_input.shape.multi_node else selector
+
+
 def service(
     render_input: RenderInput, name: str | None = None, revision: str | None = None
 ) -> dict[str, Any]:
@@ -323,7 +385,7 @@ def service(
         name=name or render_input.name,
         namespace=render_input.namespace,
         labels=_common_labels(render_input),
-        selector=selector,
+        selector=_serving_selector(render_input, selector),
         port=render_input.spec.serving.port,
     )
 
@@ -368,6 +430,12 @@ def network_policy(render_input: RenderInput) -> dict[str, Any] | None:
         selector=selector_labels(render_input.name),
         peers=peers,
         port=render_input.spec.serving.port,
+        # A multi-node group's pods talk to each other (the master port, then NCCL/Gloo on
+        # ports they pick): any port, from the service's own pods.
+        group_peers=[{"podSelector": {"matchLabels": selector_labels(render_input.name)}}]
+        if render_input.shape.multi_node
+        else [],
+        master_port=MASTER_PORT,
     )
 
 
@@ -409,8 +477,14 @@ def http_route(
     )
 
 
-def scaler(render_input: RenderInput, target_deployment: str) -> dict[str, Any] | None:
-    """The HPA (mode hpa) or KEDA ScaledObject (mode keda); None when the operator scales."""
+def scaler(
+    render_input: RenderInput,
+    target_deployment: str,
+    target_kind: tuple[str, str] = ("apps/v1", "Deployment"),
+) -> dict[str, Any] | None:
+    """The HPA (mode hpa) or KEDA ScaledObject (mode keda); None when the operator scales.
+    ``target_kind``: (apiVersion, kind) of the target, a LeaderWorkerSet's scale subresource
+    counting groups."""
     scaling = render_input.spec.scaling
     # The operator's own policy scales on the same number (autoscale.policy).
     target_queue_depth = resolve_target_queue_depth(
@@ -425,6 +499,8 @@ def scaler(render_input: RenderInput, target_deployment: str) -> dict[str, Any] 
         "namespace": render_input.namespace,
         "labels": _common_labels(render_input),
         "target": target_deployment,
+        "target_api_version": target_kind[0],
+        "target_kind": target_kind[1],
         "min_replicas": scaling.min_replicas,
         "max_replicas": scaling.max_replicas,
         "target_value": f"{target_queue_depth:g}",
@@ -477,14 +553,16 @@ def render_service_objects(render_input: RenderInput) -> list[dict[str, Any]]:
     template = pod_template(render_input)
     revision = revision_hash(template)
     objects = [
-        deployment(render_input, template, revision, _replicas_field(render_input)),
+        workload(render_input, template, revision, _replicas_field(render_input)),
         service(render_input),
     ]
     objects.append(pod_disruption_budget(render_input))
     policy = network_policy(render_input)
     if policy is not None:
         objects.append(policy)
-    scale = scaler(render_input, deployment_name(render_input.name, revision))
+    scale = scaler(
+        render_input, deployment_name(render_input.name, revision), workload_kind(render_input)
+    )
     if scale is not None:
         objects.append(scale)
     objects.append(prometheus_rule(render_input))

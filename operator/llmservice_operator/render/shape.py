@@ -21,5 +21,16 @@ class ServingShape:
     max_num_seqs: int
     #: /dev/shm size; NCCL needs room for tensor-parallel collectives.
     shm_bytes: int
-    #: Host memory a replica needs (weights are staged through page cache while loading).
+    #: Host memory one pod needs (weights are staged through page cache while loading).
     host_memory_bytes: int
+    #: Nodes one replica spans: above 1 a replica is a LeaderWorkerSet group of this many pods
+    #: (one per node, pipeline stages across them, tensor parallel within each).
+    nodes_per_replica: int = 1
+
+    @property
+    def multi_node(self) -> bool:
+        return self.nodes_per_replica > 1
+
+    @property
+    def gpus_per_pod(self) -> int:
+        return self.gpus_per_replica // self.nodes_per_replica

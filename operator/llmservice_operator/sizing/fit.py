@@ -644,8 +644,9 @@ def _result(
         )
     if fits and nodes > 1:
         warnings.append(
-            f"a replica spans {nodes} nodes (PP={option.pp}): it needs multi-node serving "
-            "(Ray or LeaderWorkerSet); fp8/awq weights or a bigger GPU may avoid it"
+            f"a replica spans {nodes} nodes (PP={option.pp}): it is served as a "
+            "LeaderWorkerSet group (the cluster needs its controller); fp8/awq weights or a "
+            "bigger GPU may avoid it"
         )
 
     typical = min(request.max_model_len, TYPICAL_SEQUENCE_TOKENS)

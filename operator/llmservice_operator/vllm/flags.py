@@ -63,6 +63,14 @@ _COMMON = frozenset(
         # The CPU engine's start-up settings (dev/llmservice_dev/engine.py appends them).
         "--enforce-eager",
         "--num-gpu-blocks-override",
+        # Multi-node replicas (render/multinode.py): vLLM's own multiprocessing executor
+        # across the nodes of a LeaderWorkerSet group; ranks above 0 run --headless.
+        "--distributed-executor-backend",
+        "--nnodes",
+        "--node-rank",
+        "--master-addr",
+        "--master-port",
+        "--headless",
     }
 )
 _NEGATABLE = frozenset({"--enable-prefix-caching", "--enable-chunked-prefill"})
