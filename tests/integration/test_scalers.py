@@ -33,7 +33,11 @@ def install_third_party_crds(cluster: ClusterInfo, kubectl: Any) -> None:
     )
     for crd in sorted(Path(out).glob("*.yaml")):
         kubectl("apply", "--server-side", "-f", str(crd))
-    for name in (KEDA_CRD, "httproutes.gateway.networking.k8s.io"):
+    for name in (
+        KEDA_CRD,
+        "httproutes.gateway.networking.k8s.io",
+        "inferencepools.inference.networking.k8s.io",
+    ):
         cluster.wait_crd_established(name)
 
 
