@@ -8,6 +8,7 @@ import copy
 from pathlib import Path
 from typing import Any
 
+from llmservice_dev.localcluster import DEFAULT_NODES, H100
 from llmservice_dev.localcluster.binaries import LWS_CONTROLLER, Versions, missing_binaries
 from llmservice_dev.localcluster.lws import (
     LWS_LABEL_NAME,
@@ -15,6 +16,7 @@ from llmservice_dev.localcluster.lws import (
     controller_config,
     webhook_configurations,
 )
+from llmservice_dev.localcluster.nodes import ZONE_LABEL, node_manifest
 from llmservice_dev.simrunner.podspec import launch_for, worker_ready
 from llmservice_operator.commands.sim import options_from
 
@@ -134,3 +136,12 @@ def test_the_lws_controller_and_its_crd_are_part_of_the_pinned_binaries(tmp_path
     assert LWS_CONTROLLER not in missing and "lws-crd" in missing  # a CRD of another version
     (tmp_path / "crds" / ".lws.version").write_text("v0.7.0\n")
     assert "lws-crd" not in missing_binaries(tmp_path, versions)
+
+
+def test_h100_nodes_come_two_to_a_zone_so_three_exclusive_groups_fit() -> None:
+    h100 = [(i, spec) for i, spec in enumerate(DEFAULT_NODES) if spec.gpu_product == H100]
+    zones: dict[str, int] = {}
+    for index, spec in h100:
+        labels = node_manifest(spec, index)["metadata"]["labels"]
+        zones[labels[ZONE_LABEL]] = zones.get(labels[ZONE_LABEL], 0) + 1
+    assert zones == {"zone-a": 2, "zone-b": 2, "zone-c": 2}

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import dataclasses
 import fcntl
 import json
 import os
@@ -300,6 +301,8 @@ class LocalCluster:
     def _healthy(self, state: dict[str, Any]) -> bool:
         if "exes" not in state:  # started by an older version without Prometheus/the runner
             return False
+        if state.get("nodes") != _nodes_list(self.nodes):  # other fake nodes: restart it
+            return False
         for component in COMPONENTS:
             pid = self._read_pid(component)
             if pid is None or not _pid_alive(pid, _exe(state, component)):
@@ -404,6 +407,7 @@ class LocalCluster:
             "tokens": {name: secrets.token_hex(24) for name in _TOKEN_USERS},
             "exes": exes,
             "sim_time_scale": self.sim_time_scale,
+            "nodes": _nodes_list(self.nodes),
             "scrape_interval": self.scrape_interval,
         }
 
@@ -790,6 +794,11 @@ def _safe_bin_dir() -> Path | None:
         return default_bin_dir()
     except RuntimeError:
         return None
+
+
+def _nodes_list(nodes: Sequence[FakeNodeSpec]) -> list[dict[str, Any]]:
+    """The fake nodes as the state file keeps them (JSON)."""
+    return [dataclasses.asdict(spec) for spec in nodes]
 
 
 def _versions_dict(v: Versions) -> dict[str, str]:

@@ -18,6 +18,7 @@ KWOK_NODE_ANNOTATION_VALUE = "fake"
 POD_CIDR_PREFIX = "127.1"
 POD_FALLBACK_CIDR = "127.2.0.0/16"
 NODE_IP = "127.0.0.1"
+ZONE_LABEL = "topology.kubernetes.io/zone"
 
 
 @dataclass(frozen=True)
@@ -32,13 +33,25 @@ class FakeNodeSpec:
     memory: str
     pods: int = 110
     instance_type: str = ""
+    zone: str = ""
 
 
-#: Six 8x H100 nodes: a multi-node replica of two nodes (LeaderWorkerSet group), two groups
-#: and a canary group fit at once (tests/integration/test_multinode.py).
+#: Six 8x H100 nodes, two per zone: a multi-node replica of two nodes (one LeaderWorkerSet
+#: group, one zone with the exclusive-topology annotation), two groups and a canary group
+#: fit at once (tests/integration/test_multinode.py).
 DEFAULT_NODES: tuple[FakeNodeSpec, ...] = (
     *(
-        FakeNodeSpec(f"gpu-h100-{i}", H100, 8, 81559, "192", "2048Gi", 110, "p5.48xlarge")
+        FakeNodeSpec(
+            f"gpu-h100-{i}",
+            H100,
+            8,
+            81559,
+            "192",
+            "2048Gi",
+            110,
+            "p5.48xlarge",
+            zone=f"zone-{'abc'[i // 2]}",
+        )
         for i in range(6)
     ),
     *(
@@ -80,6 +93,8 @@ def node_manifest(spec: FakeNodeSpec, index: int) -> dict[str, Any]:
     }
     if spec.instance_type:
         labels["node.kubernetes.io/instance-type"] = spec.instance_type
+    if spec.zone:
+        labels[ZONE_LABEL] = spec.zone
     cidr = pod_cidr(index)
     return {
         "apiVersion": "v1",
