@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from typing import Literal, Protocol, TypeVar
 
 from llmservice_operator.autoscale import Reading, ReplicaSample, counter_rate
-from llmservice_operator.sim.engine import Engine
+from llmservice_operator.sim.engine import Engine, SchedulingPolicy
 from llmservice_operator.sim.profile import EngineProfile
 
 __all__ = [
@@ -60,6 +60,8 @@ class Request:
     time: float
     prompt_tokens: int
     output_tokens: int
+    priority: int = 0
+    """vLLM's per-request priority (lower first); used with ``scheduling_policy="priority"``."""
 
 
 @dataclass(frozen=True)
@@ -150,6 +152,11 @@ class FleetResult:
     ttft: list[float] = field(default_factory=list)
     arrivals: list[float] = field(default_factory=list)
     """Arrival time of the request of each ``ttft`` entry (same order)."""
+    priorities: list[int] = field(default_factory=list)
+    """Priority of the request of each ``ttft`` entry (same order): the per-tier split that
+    vLLM's own histograms do not have."""
+    max_waiting: int = 0
+    """The most requests waiting (in the engines and at the gateway) at one scrape."""
     gpu_seconds: float = 0.0
     replica_timeline: list[tuple[float, int]] = field(default_factory=list)
     unfinished: int = 0
@@ -186,6 +193,7 @@ def simulate_fleet(
     token_scale: int = 1,
     measure_from: float = 0.0,
     router: Router = "p2c",
+    scheduling_policy: SchedulingPolicy = "fcfs",
 ) -> FleetResult:
     """Run ``requests`` through a fleet that ``scaler`` sizes; ``startup_delays(i)`` is the
     load time of the i-th replica created (the same sequence for every scaler).
@@ -196,6 +204,7 @@ def simulate_fleet(
 
     Only requests arriving at ``measure_from`` or later, and GPU time from then on, are
     counted: what comes before is a pre-roll that lets every scaler settle.
+    ``scheduling_policy`` is every engine's (vLLM's ``--scheduling-policy``).
     """
     early = (token_scale - 1) / token_scale
     draws = random.Random(ROUTER_SEED)
@@ -204,8 +213,9 @@ def simulate_fleet(
     counter = itertools.count()
     heap: list[tuple[float, int, int, int]] = []  # (time, kind, tie, replica id or 0)
     arrival_time: dict[str, float] = {}
+    priority_of: dict[str, int] = {}
     first_token: dict[str, float] = {}
-    gateway: list[tuple[str, int, int]] = []
+    gateway: list[tuple[str, int, int, int]] = []
     created = 0
     arrivals = 0
     samples: dict[int, ReplicaSample] = {}
@@ -233,7 +243,9 @@ def simulate_fleet(
         nonlocal created
         delay = 0.0 if ready_now else startup_delays(created)
         created += 1
-        replica = _Replica(len(replicas), Engine(profile), now, now + delay)
+        replica = _Replica(
+            len(replicas), Engine(profile, scheduling_policy=scheduling_policy), now, now + delay
+        )
         replicas.append(replica)
         if ready_now:
             replica.state = "ready"
@@ -245,13 +257,13 @@ def simulate_fleet(
         replica.released = now
         samples.pop(replica.rid, None)
 
-    def dispatch(now: float, request_id: str, prompt: int, output: int) -> None:
+    def dispatch(now: float, request_id: str, prompt: int, output: int, priority: int) -> None:
         ready = [r for r in replicas if r.state == "ready"]
         if not ready:
-            gateway.append((request_id, prompt, output))
+            gateway.append((request_id, prompt, output, priority))
             return
         target = route(ready, lambda r: (r.outstanding, r.rid), router, draws)
-        target.engine.add_request(request_id, prompt, output, now)
+        target.engine.add_request(request_id, prompt, output, now, priority=priority)
         if not target.scheduled:
             target.scheduled = True
             push(now, _STEP, target.rid)
@@ -294,7 +306,8 @@ def simulate_fleet(
             arrivals += 1
             arrived_tokens[0] += req.prompt_tokens * token_scale
             arrived_tokens[1] += req.output_tokens * token_scale
-            dispatch(now, request_id, req.prompt_tokens, req.output_tokens)
+            priority_of[request_id] = req.priority
+            dispatch(now, request_id, req.prompt_tokens, req.output_tokens, req.priority)
         elif kind == _STEP:
             replica = replicas[rid]
             step = replica.engine.step(now)
@@ -318,9 +331,11 @@ def simulate_fleet(
                 if stats.request_id in first_token:
                     first = first_token.pop(stats.request_id)
                     arrived = arrival_time.pop(stats.request_id)
+                    priority = priority_of.pop(stats.request_id, 0)
                     if arrived >= measure_from:
                         result.ttft.append(first - arrived)
                         result.arrivals.append(arrived)
+                        result.priorities.append(priority)
             push(step.end, _STEP, rid)
         elif kind == _READY:
             replica = replicas[rid]
@@ -328,10 +343,12 @@ def simulate_fleet(
                 continue
             replica.state = "ready"
             pending, gateway[:] = list(gateway), []
-            for request_id, prompt, output in pending:
-                dispatch(now, request_id, prompt, output)
+            for request_id, prompt, output, priority in pending:
+                dispatch(now, request_id, prompt, output, priority)
         elif kind == _SCRAPE:
             scraped = True
+            waiting_now = sum(r.engine.num_waiting for r in replicas if r.state != "gone")
+            result.max_waiting = max(result.max_waiting, waiting_now + len(gateway))
             samples = {}
             peaks = {}
             for r in replicas:
