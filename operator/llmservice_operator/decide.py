@@ -21,6 +21,7 @@ from .api.status import (
     RevisionsStatus,
     SizingStatus,
 )
+from .api.tiers import TIER_SLOS_NOT_JUDGED
 from .autoscale.schedule import scheduled_bounds
 from .conditions import find, set_condition
 from .events import Event, EventType
@@ -28,7 +29,6 @@ from .model_cache import CacheState, cache_state, job_finished
 from .observed import WORKLOAD_KINDS, ObservedState
 from .render.cache_layout import PRUNE_LABEL, cached_model_path
 from .render.inference_pool import check_inference_pool, inference_pool_objects
-from .render.tiers import inference_objectives
 from .render.labels import REVISION, SERVICE, selector_labels
 from .render.load_test import LoadTestRuntime, load_test_job
 from .render.model_cache import cache_job, cache_job_name, cache_prune_job, cache_pvc
@@ -43,6 +43,7 @@ from .render.objects import (
     workload_kind,
 )
 from .render.objects import service as render_service
+from .render.tiers import inference_objectives
 from .rollout import (
     CONTROL_ANNOTATIONS,
     ConditionChange,
@@ -638,6 +639,7 @@ def _status(
 ) -> LLMServiceStatus:
     writer.put("InvalidSpec", "False", "Valid", "")
     writer.put("Sized", "True", "Fits", plan.sizing.summary())
+    _put_tiers(writer, service)
     _put_available(writer, service, serving)
     machine_degraded: ConditionChange | None = None
     for change in rollout.conditions:
@@ -665,6 +667,14 @@ def _status(
             "selector": selector,
         }
     )
+
+
+def _put_tiers(writer: _ConditionWriter, service: LLMService) -> None:
+    """TierSLOsJudged False while spec.serving.tiers exist: no per-priority latency metrics."""
+    if service.spec.serving.tiers:
+        writer.put("TierSLOsJudged", "False", "NoPerPriorityMetrics", TIER_SLOS_NOT_JUDGED)
+    else:
+        writer.conditions = [c for c in writer.conditions if c.type != "TierSLOsJudged"]
 
 
 def _put_available(writer: _ConditionWriter, service: LLMService, serving: _Serving) -> None:

@@ -20,6 +20,7 @@ __all__ = [
     "ServiceTier",
     "TierSLO",
     "TIERS_NEED_PRIORITY_POLICY",
+    "TIER_SLOS_NOT_JUDGED",
     "check_tiers",
     "tiers_rules",
 ]
@@ -84,3 +85,12 @@ def check_tiers(tiers: Sequence[ServiceTier], scheduling_policy: str) -> None:
         raise ValueError(f"{_NAMES_ONCE}: {', '.join(twice)} given more than once")
     if tiers and scheduling_policy != "priority":
         raise ValueError(TIERS_NEED_PRIORITY_POLICY)
+
+
+#: Why the operator does not judge `serving.tiers[].slo` (the TierSLOsJudged condition).
+TIER_SLOS_NOT_JUDGED = (
+    "serving.tiers[].slo is not judged by the operator: vLLM's latency histograms "
+    "(time_to_first_token_seconds, inter_token_latency_seconds) carry no priority label, so "
+    "the rollout analysis judges spec.slo over every tier together; judge a tier's SLO on "
+    "the client side (the load test's or your clients' own per-tier TTFT)"
+)
