@@ -650,7 +650,7 @@ def _status(
     ready, target = serving.ready, serving.target
     if rollout.revisions.candidate is None and ready < target:
         writer.put("Progressing", "True", "ReplicasStarting", f"{ready}/{target} replicas ready")
-    _put_degraded(writer, service, serving, machine_degraded)
+    _put_degraded(writer, service, serving, machine_degraded, plan.shape.multi_node)
     if scaling is not None:
         _put_scaling_degraded(writer, scaling)
     selector = ",".join(f"{k}={v}" for k, v in selector_labels(service.metadata.name).items())
@@ -691,12 +691,24 @@ def _put_degraded(
     service: LLMService,
     serving: _Serving,
     machine_degraded: ConditionChange | None,
+    multi_node: bool = False,
 ) -> None:
-    """Degraded: unschedulable pods first, then a missing scaler API, then the rollout's."""
+    """Degraded: unschedulable pods first, then a missing workload or scaler API, then the
+    rollout's."""
     mode = service.spec.scaling.mode
     scaler_kind = {"hpa": "HorizontalPodAutoscaler", "keda": "ScaledObject"}.get(mode)
     if serving.unschedulable is not None:
         writer.put("Degraded", "True", "Unschedulable", serving.unschedulable)
+    elif multi_node and "LeaderWorkerSet" in serving.missing_apis:
+        writer.put(
+            "Degraded",
+            "True",
+            "LeaderWorkerSetAPIMissing",
+            "a replica spans nodes, so it is a LeaderWorkerSet group, and this cluster does "
+            "not serve leaderworkerset.x-k8s.io/v1: install the LeaderWorkerSet controller "
+            "(sigs.k8s.io/lws; it is noticed within 30 s), or fit a replica on one node "
+            "(a larger GPU, fp8/awq quantization, a shorter maxModelLen)",
+        )
     elif scaler_kind is not None and scaler_kind in serving.missing_apis:
         writer.put(
             "Degraded",

@@ -36,10 +36,17 @@ def test_no_grant_the_code_never_uses() -> None:
     applies Deployment.spec.replicas), events.k8s.io (Events are core/v1) and every `get` of an
     owned kind (the operator lists them by label)."""
     rules = _chart_rules()
-    assert not {r for r in rules if r[1] == "deployments/scale"}
+    assert not {r for r in rules if r[1] in ("deployments/scale", "leaderworkersets/scale")}
     assert not {r for r in rules if r[0] == "events.k8s.io"}
     owned = {"deployments", "services", "poddisruptionbudgets", "networkpolicies", "pods"}
     assert not {r for r in rules if r[1] in owned and r[2] == "get"}
+
+
+def test_every_owned_kind_is_granted_what_the_operator_does_with_it() -> None:
+    """Multi-node replicas: the LeaderWorkerSets are listed, watched, applied and pruned."""
+    rules = _chart_rules()
+    for verb in ("list", "watch", "create", "patch", "delete"):
+        assert ("leaderworkerset.x-k8s.io", "leaderworkersets", verb) in rules, verb
 
 
 def test_chart_gpu_catalog_matches_builtin() -> None:

@@ -69,5 +69,8 @@ def test_any_spec_renders_or_names_the_field(spec: dict[str, Any]) -> None:
         assert error.message.strip()
         return
     kinds = {o["kind"] for o in plan.objects}
-    assert {"Deployment", "Service"} <= kinds
+    # One workload: a Deployment, or a LeaderWorkerSet when a replica spans nodes.
+    workload = "LeaderWorkerSet" if plan.shape.multi_node else "Deployment"
+    assert {workload, "Service"} <= kinds
+    assert len(kinds & {"Deployment", "LeaderWorkerSet"}) == 1
     assert plan.sizing.fits
