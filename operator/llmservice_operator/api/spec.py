@@ -863,7 +863,7 @@ class ServingSpec(ApiModel):
 
 
 class LLMServiceSpec(ApiModel):
-    model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": tiers_rules()})
+    model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": [*tiers_rules()]})
 
     model: ModelSpec
     engine: EngineSpec
