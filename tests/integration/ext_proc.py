@@ -14,7 +14,7 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-import grpc
+import grpc  # type: ignore[import-untyped]
 
 __all__ = ["DESTINATION_HEADER", "pick_endpoint"]
 
@@ -64,6 +64,7 @@ def _parse(data: bytes) -> list[tuple[int, int, Any]]:
     while i < len(data):
         key, i = _read_varint(data, i)
         number, wire = key >> 3, key & 7
+        value: Any
         if wire == 0:
             value, i = _read_varint(data, i)
         elif wire == 2:
