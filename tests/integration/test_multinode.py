@@ -4,6 +4,10 @@ The cluster side: the LWS controller (built from sigs.k8s.io/lws, its webhooks o
 turns a LeaderWorkerSet into groups whose pods carry the group labels and ``LWS_*``
 variables; the simulator runner starts one simulator per group, on the leader, and the
 probe-less workers turn Ready once Running; the group counts as ready in the LWS status.
+
+The operator's side: the chart-installed operator serves examples/llama-3.1-405b-multinode.yaml
+(replica count by hand) as LeaderWorkerSet groups, each in one zone; a canary moves it a whole
+group at a time; scaling goes 1 -> 2 -> 1 groups.
 """
 
 from __future__ import annotations
@@ -13,12 +17,19 @@ import subprocess
 import time
 import urllib.request
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
 from llmservice_dev.localcluster import GPU_PRODUCT_LABEL, H100, ClusterInfo
+from llmservice_dev.localcluster.nodes import ZONE_LABEL
+from llmservice_operator.render.labels import REVISION
+
+from .operator_fixtures import OperatorFactory
+
+ROOT = Path(__file__).parents[2]
 
 Kubectl = Callable[..., subprocess.CompletedProcess[str]]
 LWS_NAME = "leaderworkerset.sigs.k8s.io/name"
@@ -144,3 +155,118 @@ def test_a_leaderworkerset_group_comes_up_with_one_simulator_on_its_leader(
     wait_for(
         "the second group's simulator gone", lambda: len(_runner_pods(cluster, namespace)) == 1
     )
+
+
+# ------------------------------------------------------------------ the operator's side
+
+
+def multinode_service(namespace: str) -> dict[str, Any]:
+    """examples/llama-3.1-405b-multinode.yaml in the test's namespace: 2 nodes of 8 H100 a
+    replica (one LWS group, one zone), the replica count by hand (``scaling.mode: manual``),
+    and a canary that holds at 50% (one group of two) long enough to be seen."""
+    service: dict[str, Any] = yaml.safe_load(
+        (ROOT / "examples/llama-3.1-405b-multinode.yaml").read_text()
+    )
+    service["metadata"]["namespace"] = namespace
+    spec = service["spec"]
+    spec["scaling"] = {"mode": "manual", "minReplicas": 1, "maxReplicas": 3}
+    spec["replicas"] = 1
+    spec["slo"] = {"ttftP99Ms": 60000, "tpotP99Ms": 5000, "maxErrorRate": 0.5}
+    spec["rollout"] = {
+        "strategy": "canary",
+        "steps": [{"setWeight": 50}, {"pause": {"duration": "20s"}}, {"setWeight": 100}],
+        "progressDeadlineSeconds": 120,
+    }
+    return service
+
+
+@pytest.mark.cluster
+def test_a_multinode_llmservice_is_available_canaries_group_by_group_and_scales(
+    cluster: ClusterInfo, kubectl: Kubectl, namespace: str, operators: OperatorFactory
+) -> None:
+    operators.start(namespace, LLMSERVICE_PROMETHEUS_URL=cluster.prometheus_url)
+    kubectl("-n", namespace, "create", "secret", "generic", "hf-token", "--from-literal=token=x")
+    kubectl("apply", "-f", "-", input=yaml.safe_dump(multinode_service(namespace)))
+
+    def service() -> dict[str, Any]:
+        return get_json(kubectl, "-n", namespace, "llmservice/llama-405b")  # type: ignore[no-any-return]
+
+    def groups() -> dict[str, tuple[int, int]]:
+        """Revision -> (spec.replicas, status.readyReplicas) of its LeaderWorkerSet."""
+        items = get_json(kubectl, "-n", namespace, "leaderworkersets")["items"]
+        return {
+            lws["metadata"]["labels"][REVISION]: (
+                lws["spec"].get("replicas", 1),
+                (lws.get("status") or {}).get("readyReplicas", 0),
+            )
+            for lws in items
+        }
+
+    def available() -> bool:
+        return (service().get("status") or {}).get("phase") == "Available"
+
+    wait_for(
+        "Available with one group", lambda: available() and [*groups().values()] == [(1, 1)], 180
+    )
+    stable = service()["status"]["revisions"]["stable"]
+    pods = get_json(kubectl, "-n", namespace, "pods", "-l", f"{LWS_NAME}")["items"]
+    assert len(pods) == 2 and all(_ready(p) for p in pods)
+    zones = {
+        get_json(kubectl, "node", p["spec"]["nodeName"])["metadata"]["labels"][ZONE_LABEL]
+        for p in pods
+    }
+    assert len(zones) == 1  # the exclusive-topology annotation: a group in one zone
+    assert [s["name"] for s in _runner_pods(cluster, namespace)] == [
+        p["metadata"]["name"] for p in pods if p["metadata"]["labels"][WORKER_INDEX] == "0"
+    ]
+
+    # Scaling 1 -> 2 groups.
+    kubectl(
+        "-n",
+        namespace,
+        "patch",
+        "llmservice/llama-405b",
+        "--type=merge",
+        "-p",
+        '{"spec":{"replicas":2}}',
+    )
+    wait_for("two ready groups", lambda: groups() == {stable: (2, 2)}, 120)
+
+    # A canary moves it group by group: at 50%, one group of the candidate, one of the stable.
+    env = {"spec": {"engine": {"env": [{"name": "LLMSERVICE_ROLLOUT_TEST", "value": "v2"}]}}}
+    kubectl(
+        "-n", namespace, "patch", "llmservice/llama-405b", "--type=merge", "-p", json.dumps(env)
+    )
+
+    def at_half() -> Any:
+        status = service().get("status") or {}
+        candidate = (status.get("revisions") or {}).get("candidate")
+        weight = (status.get("rollout") or {}).get("weight")
+        seen = groups()
+        if candidate and weight == 50 and seen.get(candidate) == (1, 1):
+            return candidate, seen
+        return None
+
+    candidate, seen = wait_for("the canary at 50%: one candidate group Ready", at_half, 180)
+    assert seen[stable][0] in (1, 2), seen  # the stable keeps whole groups
+    wait_for(
+        "the candidate promoted to two groups, the old revision's LWS removed",
+        lambda: (
+            service()["status"]["revisions"].get("stable") == candidate
+            and groups() == {candidate: (2, 2)}
+        ),
+        180,
+    )
+
+    # Scaling 2 -> 1 group.
+    kubectl(
+        "-n",
+        namespace,
+        "patch",
+        "llmservice/llama-405b",
+        "--type=merge",
+        "-p",
+        '{"spec":{"replicas":1}}',
+    )
+    wait_for("one group again", lambda: groups() == {candidate: (1, 1)} and available(), 120)
+    wait_for("one simulator again", lambda: len(_runner_pods(cluster, namespace)) == 1, 60)
