@@ -21,6 +21,7 @@ import urllib.request
 from collections.abc import Iterator
 from typing import Any
 
+import grpc  # type: ignore[import-untyped]
 import pytest
 
 from llmservice_dev.localcluster import ClusterInfo
@@ -89,6 +90,15 @@ def picker_process(epp_binary: str, cluster: ClusterInfo, tmp_path: Any) -> Iter
     for proc in procs:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+def _first_pick(target: str, model: str) -> str:
+    """A pick, or "" while the picker is still starting: its gRPC port not yet open, or its
+    caches not yet holding the pool and its pods (it answers with an error status then)."""
+    try:
+        return pick_endpoint(target, model, "warm up")
+    except grpc.RpcError:
+        return ""
 
 
 def _waiting(ip: str, port: int) -> float:
@@ -166,8 +176,8 @@ def test_the_picker_sends_requests_away_from_the_queued_pod(
 
     first = wait_for(
         "the picker's first answer",
-        lambda: proc.poll() is None and pick_endpoint(target, model, "warm up"),
-        60,
+        lambda: proc.poll() is None and _first_pick(target, model),
+        90,
         interval=1,
     )
     assert first in endpoints, (first, endpoints)

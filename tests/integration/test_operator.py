@@ -49,6 +49,22 @@ def _deployments(kubectl_json: Any, namespace: str, name: str) -> list[dict[str,
     return items
 
 
+def _workload(
+    kubectl_json: Any, namespace: str, name: str
+) -> tuple[dict[str, Any], dict[str, Any], int]:
+    """The service's one workload (a Deployment, or a LeaderWorkerSet when a replica spans
+    nodes), its serving pod's spec (the LWS's leader) and the pods in one replica."""
+    deployments = _deployments(kubectl_json, namespace, name)
+    if deployments:
+        [dep] = deployments
+        return dep, dep["spec"]["template"]["spec"], 1
+    [lws] = kubectl_json(
+        "-n", namespace, "leaderworkersets", "-l", f"llmservice.dev/service={name}"
+    )["items"]
+    template = lws["spec"]["leaderWorkerTemplate"]
+    return lws, template["leaderTemplate"]["spec"], int(template["size"])
+
+
 def _available(kubectl_json: Any, namespace: str, name: str) -> dict[str, Any] | None:
     obj = _llms(kubectl_json, namespace, name)
     status = obj.get("status") or {}
@@ -67,15 +83,15 @@ def test_example_becomes_available(
     doc = _example(example, namespace)
     name = doc["metadata"]["name"]
     _apply(kubectl, doc)
-    obj = wait_for(f"{name} Available", lambda: _available(kubectl_json, namespace, name), 120)
+    obj = wait_for(f"{name} Available", lambda: _available(kubectl_json, namespace, name), 180)
     sizing = obj["status"]["sizing"]
-    [dep] = _deployments(kubectl_json, namespace, name)
-    container = dep["spec"]["template"]["spec"]["containers"][0]
+    workload, pod_spec, pods_per_replica = _workload(kubectl_json, namespace, name)
+    container = pod_spec["containers"][0]
     gpus = container["resources"]["limits"]["nvidia.com/gpu"]
-    assert int(gpus) == sizing["gpusPerReplica"]
+    assert int(gpus) * pods_per_replica == sizing["gpusPerReplica"]
     args = container["args"]
     assert args[args.index("--tensor-parallel-size") + 1] == str(sizing["tensorParallelSize"])
-    assert dep["status"]["readyReplicas"] == obj["status"]["readyReplicas"] >= 1
+    assert workload["status"]["readyReplicas"] == obj["status"]["readyReplicas"] >= 1
     assert _condition(obj, "Sized")["status"] == "True"  # type: ignore[index]
     table = kubectl("-n", namespace, "get", "llms", name).stdout
     assert doc["spec"]["model"]["id"] in table and "Available" in table
