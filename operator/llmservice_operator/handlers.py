@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -47,6 +47,23 @@ BACKOFF_MAX_S = 1000.0
 #: How long start-up waits for the watch caches' first lists before reconciling anyway
 #: (a reconcile then fails with CacheNotSynced and is retried with backoff).
 SYNC_TIMEOUT_S = 60.0
+
+
+class NoDiffBase(kopf.DiffBaseStorage):
+    """kopf's diff-base, for handlers that react to changes: we have only an event handler,
+    so none is kept. The default one deep-copies every event's whole body (its status too) to
+    find a diff that nothing reads: a tenth of the operator's CPU at rest at 1,000 services."""
+
+    def build(
+        self, *, body: kopf.Body, extra_fields: Iterable[Any] | None = None
+    ) -> kopf.BodyEssence:
+        return kopf.BodyEssence()
+
+    def fetch(self, *, body: kopf.Body) -> kopf.BodyEssence | None:
+        return None
+
+    def store(self, *, body: kopf.Body, patch: kopf.Patch, essence: kopf.BodyEssence) -> None:
+        return None
 
 
 def backoff_seconds(failures: int) -> float:
@@ -153,7 +170,8 @@ async def _process(state: OperatorState, key: Key) -> None:
         return
     try:
         result = await asyncio.to_thread(state.reconciler.reconcile, body)
-        await asyncio.to_thread(_post_events, state.kube, body, result.events)
+        if result.events:  # most reconciles at rest have none: no second thread hop
+            await asyncio.to_thread(_post_events, state.kube, body, result.events)
     except Exception as err:  # noqa: BLE001 - one bad object must not stop the worker
         failures = state.failures.get(key, 0) + 1
         state.failures[key] = failures
@@ -233,6 +251,7 @@ def register(registry: kopf.OperatorRegistry, state: OperatorState) -> None:
         settings.posting.level = logging.WARNING
         settings.watching.server_timeout = 300
         settings.watching.client_timeout = 330
+        settings.persistence.diffbase_storage = NoDiffBase()
         if state.kube is None or state.reconciler is None:  # built by `llmservice run`
             raise kopf.PermanentError("the operator state has no Kubernetes adapter")
         state.loop = asyncio.get_running_loop()

@@ -12,7 +12,7 @@ from typing import Any
 from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic.exceptions import ResourceNotFoundError
 
-from llmservice_operator.adapters.informer import Informer, InformerSet, Kind
+from llmservice_operator.adapters.informer import Informer, InformerSet, Kind, RawWatcher
 from llmservice_operator.adapters.kube import AppliedLedger
 
 DEPLOYMENT = Kind("apps/v1", "Deployment")
@@ -180,3 +180,41 @@ def test_a_kind_without_generation_is_followed_by_resource_version() -> None:
     ledger.record(key, desired, {"metadata": {"resourceVersion": "30"}})
     assert not ledger.needed(key, desired, {"metadata": {"resourceVersion": "30"}})
     assert ledger.needed(key, desired, {"metadata": {"resourceVersion": "31"}})
+
+
+class _Stream:
+    """A watch response: newline-delimited JSON events, in one chunk."""
+
+    def __init__(self, events: list[dict[str, Any]]) -> None:
+        self._data = b"".join(json.dumps(e).encode() + b"\n" for e in events)
+
+    def stream(self, amt: Any = None, decode_content: Any = None) -> Iterator[bytes]:
+        yield self._data
+
+    def close(self) -> None: ...
+
+    def release_conn(self) -> None: ...
+
+
+def test_the_raw_watcher_streams_plain_dicts_from_the_resources_list_call() -> None:
+    calls: list[dict[str, Any]] = []
+
+    class Resource:
+        def get(self, **kwargs: Any) -> _Stream:
+            calls.append(kwargs)
+            return _Stream([{"type": "ADDED", "object": obj("chat-a", 7)}])
+
+    [event] = list(RawWatcher().watch(Resource(), namespace="ml", label_selector=LABEL,
+                                      resource_version="6", timeout=30,
+                                      allow_watch_bookmarks=True))  # fmt: skip
+    assert event["type"] == "ADDED"
+    assert type(event["raw_object"]) is dict and event["raw_object"] == obj("chat-a", 7)
+    assert type(event["object"]) is dict  # not a ResourceInstance copy
+    [call] = calls
+    assert call["watch"] is True and call["serialize"] is False
+    assert (call["namespace"], call["label_selector"], call["resource_version"]) == (
+        "ml",
+        LABEL,
+        "6",
+    )
+    assert call["timeout_seconds"] == 30 and call["allow_watch_bookmarks"] is True

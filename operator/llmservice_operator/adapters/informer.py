@@ -26,7 +26,7 @@ import urllib3
 from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
 
-__all__ = ["Informer", "InformerSet", "Kind"]
+__all__ = ["Informer", "InformerSet", "Kind", "RawWatcher"]
 
 log = logging.getLogger(__name__)
 
@@ -204,6 +204,26 @@ class Informer:
             names.discard(key[1])
             if not names:
                 self.by_service.pop((key[0], service or ""), None)
+
+
+class RawWatcher:
+    """The dynamic client's ``watch``, less its wrapping of every event's object in a
+    ResourceInstance: a recursive copy of the object the informer never reads (it keeps
+    ``raw_object``), and most of the operator's CPU for a watch event."""
+
+    def watch(self, resource: Any, **kwargs: Any) -> Any:
+        from kubernetes import watch
+
+        watcher = kwargs.pop("watcher", None) or watch.Watch()  # type: ignore[no-untyped-call]
+        return watcher.stream(
+            resource.get,
+            namespace=kwargs.get("namespace"),
+            label_selector=kwargs.get("label_selector"),
+            resource_version=kwargs.get("resource_version"),
+            serialize=False,
+            timeout_seconds=kwargs.get("timeout"),
+            allow_watch_bookmarks=kwargs.get("allow_watch_bookmarks"),
+        )
 
 
 @dataclass
