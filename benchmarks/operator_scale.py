@@ -8,9 +8,14 @@ the chart-installed operator. Printed figures, never asserted.
   (cores) and its API requests per second per service (from the API server's audit log; its
   leader-election Lease renewals, one per process, are left out);
 - 20 single applies while the N services are at rest (apply -> Deployment p99);
-- the baseline: the same Deployments, Services, PodDisruptionBudgets and NetworkPolicies the
-  operator made, applied by one `kubectl apply` in a new namespace (Deployments at 0
-  replicas: their pods are not the API server's work), until the last Deployment exists.
+- the baseline: the same Deployments (with the replicas the operator gave them), Services,
+  PodDisruptionBudgets and NetworkPolicies the operator made, applied by one `kubectl apply`
+  in a new namespace, until the last Deployment exists; its pods are scheduled and made Ready
+  as the operator's are. The same apply with the Deployments at 0 replicas (no pods: a quiet
+  control plane) is printed beside it, as are the `kubectl apply` of the LLMServices
+  themselves, the operator's requests during the first apply by verb and resource, and the
+  cores each component of the cluster used meanwhile. The baselines run after the
+  operator's services are deleted, from a cluster as empty as the first apply found it.
 
 Pods are Ready without simulator processes (the runner's LLMSERVICE_SIM_NO_PROCESS), so the
 control plane and the operator are what is measured. It runs in its own local cluster
@@ -23,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 import threading
 import time
@@ -134,8 +140,11 @@ def bench_cluster(count: int) -> ClusterInfo:
         FakeNodeSpec(f"bench-h100-{i}", H100, 8, 81559, "192", "2048Gi", 110, "p5.48xlarge")
         for i in range(max(0, needed - 4))
     ]
+    # Prometheus scrapes every 15 s, as a production one does: the tests' 1 s serves the
+    # simulator's 10x clock, and these pods have no engine to scrape (at 1 s, Prometheus and
+    # the runner's service discovery took a third of the two cores at N = 1,000).
     local = LocalCluster(cache_dir() / "bench-cluster", nodes=(*DEFAULT_NODES, *extra),
-                         startup_timeout=300)  # fmt: skip
+                         startup_timeout=300, scrape_interval="15s")  # fmt: skip
     info = local.up()
     existing = {n["metadata"]["name"] for n in json.loads(info.run_kubectl("get", "nodes", "-o",
                                                                            "json"))["items"]}  # fmt: skip
@@ -177,10 +186,11 @@ def operator_process(info: ClusterInfo) -> psutil.Process:
     raise RuntimeError("the operator's container is not running")
 
 
-def audit_requests(info: ClusterInfo, since: datetime, until: datetime) -> int:
-    """Requests of the release's ServiceAccount in [since, until], its Lease renewals aside."""
+def _operator_requests(info: ClusterInfo, since: datetime, until: datetime) -> list[dict[str, Any]]:
+    """Audited requests of the release's ServiceAccount in [since, until], its Lease renewals
+    aside."""
     user = f"system:serviceaccount:{OPERATOR_NAMESPACE}:{RELEASE}"
-    count = 0
+    found = []
     with info.audit_log.open() as handle:
         for line in handle:
             try:
@@ -193,8 +203,54 @@ def audit_requests(info: ClusterInfo, since: datetime, until: datetime) -> int:
                 continue
             at = datetime.fromisoformat(entry["requestReceivedTimestamp"].replace("Z", "+00:00"))
             if since <= at <= until:
-                count += 1
-    return count
+                found.append(entry)
+    return found
+
+
+def audit_requests(info: ClusterInfo, since: datetime, until: datetime) -> int:
+    return len(_operator_requests(info, since, until))
+
+
+def request_breakdown(info: ClusterInfo, since: datetime, until: datetime, services: int) -> str:
+    """The operator's requests per service by verb and resource, with their mean latency."""
+    rows: dict[str, list[float]] = {}
+    for entry in _operator_requests(info, since, until):
+        ref = entry.get("objectRef") or {}
+        resource = ref.get("resource", "?") + (f"/{ref['subresource']}" if ref.get(
+            "subresource") else "")  # fmt: skip
+        started = datetime.fromisoformat(entry["requestReceivedTimestamp"].replace("Z", "+00:00"))
+        ended = datetime.fromisoformat(entry["stageTimestamp"].replace("Z", "+00:00"))
+        rows.setdefault(f"{entry['verb']} {resource}", []).append((ended - started).total_seconds())
+    lines = [f"  {name:<40} {len(took) / services:6.2f}/service  mean {sum(took) / len(took) * 1000:6.0f} ms"
+             for name, took in sorted(rows.items(), key=lambda kv: -len(kv[1]))]  # fmt: skip
+    return "\n".join(lines)
+
+
+#: The processes whose CPU is shared out during the first apply.
+COMPONENTS = ("kube-apiserver", "etcd", "kube-controller-manager", "kube-scheduler", "kwok",
+              "simrunner", "prometheus", "operator", "kubectl")  # fmt: skip
+
+
+def _component(argv: list[str]) -> str | None:
+    """Which of COMPONENTS a command line is: its executable, or the Python program it runs."""
+    if not argv:
+        return None
+    words = [os.path.basename(a) for a in argv[:3]]
+    if "llmservice_dev.simrunner" in argv[:3]:
+        return "simrunner"
+    if words[0].startswith("python") and words[1:2] == ["llmservice"] and argv[2:3] == ["run"]:
+        return "operator"
+    return words[0] if words[0] in COMPONENTS else None
+
+
+def component_cpu() -> dict[str, float]:
+    """CPU seconds (user + system) so far of the local cluster's processes, by component."""
+    found: dict[str, float] = dict.fromkeys(COMPONENTS, 0.0)
+    for proc in psutil.process_iter(["cmdline", "cpu_times"]):
+        name = _component(proc.info["cmdline"] or [])
+        if name is not None and proc.info["cpu_times"] is not None:
+            found[name] += proc.info["cpu_times"].user + proc.info["cpu_times"].system
+    return found
 
 
 def run(count: int, workers: int, timeout: float) -> dict[str, float]:
@@ -232,15 +288,25 @@ def run(count: int, workers: int, timeout: float) -> dict[str, float]:
     names = [f"svc-{i:04d}" for i in range(count)]
     docs = {"apiVersion": "v1", "kind": "List",
             "items": [llmservice(namespace, n) for n in names]}  # fmt: skip
-    applied_at = time.monotonic()
+    cpu_before = component_cpu()
+    applied_at, burst_since = time.monotonic(), datetime.now().astimezone()
     kubectl("apply", "-f", "-", stdin=json.dumps(docs))
+    llmservices_applied = time.monotonic() - applied_at
     deadline = applied_at + timeout
     while len(available.seen) < count and time.monotonic() < deadline:
         time.sleep(0.2)
     to_deployment = [created.seen[n] - applied_at for n in names if n in created.seen]
     to_available = [available.seen[n] - applied_at for n in names if n in available.seen]
-    print(f"{len(to_available)} of {count} Available in {max(to_available, default=0):.1f}s",
+    print(f"{len(to_available)} of {count} Available in {max(to_available, default=0):.1f}s; "
+          f"kubectl applied the {count} LLMServices in {llmservices_applied:.1f}s",
           file=sys.stderr)  # fmt: skip
+    burst_s = time.monotonic() - applied_at
+    cpu_after = component_cpu()
+    print("cores used until the last was Available: " + ", ".join(
+        f"{name} {(cpu_after[name] - cpu_before[name]) / burst_s:.2f}" for name in COMPONENTS),
+        file=sys.stderr)  # fmt: skip
+    print("the operator's requests until the last was Available:\n" + request_breakdown(
+        info, burst_since, datetime.now().astimezone(), count), file=sys.stderr)  # fmt: skip
 
     time.sleep(20)  # the last writes settle
     since, cpu0 = datetime.now().astimezone(), sum(process.cpu_times()[:2])
@@ -261,8 +327,14 @@ def run(count: int, workers: int, timeout: float) -> dict[str, float]:
     sampling.set()
     created.stop()
     available.stop()
-    baseline = kubectl_baseline(info, apps, namespace)
+    made = operator_objects(info, namespace)
+    # The baselines start, as the operator's run did, from a cluster without these services.
     kubectl("delete", "namespace", namespace, "--wait=false")
+    _wait_for_namespace_gone(info, namespace)
+    baseline = kubectl_baseline(info, apps, made, f"{namespace}-kubectl", with_pods=True)
+    quiet = kubectl_baseline(info, apps, made, f"{namespace}-quiet", with_pods=False)
+    print(f"kubectl baseline: {baseline:.1f}s with the Deployments' pods, {quiet:.1f}s at 0 "
+          "replicas", file=sys.stderr)  # fmt: skip
     return {
         "applyToDeploymentP50S": round(percentile(to_deployment, 50), 3),
         "applyToDeploymentP99S": round(percentile(to_deployment, 99), 3),
@@ -276,25 +348,43 @@ def run(count: int, workers: int, timeout: float) -> dict[str, float]:
     }
 
 
-def kubectl_baseline(info: ClusterInfo, apps: client.AppsV1Api, namespace: str) -> float:
-    """The operator's objects, re-applied by one kubectl apply in a fresh namespace."""
-    target = f"{namespace}-kubectl"
-    info.run_kubectl("create", "namespace", target)
+def operator_objects(info: ClusterInfo, namespace: str) -> list[dict[str, Any]]:
+    """The Deployments, Services, PodDisruptionBudgets and NetworkPolicies the operator made,
+    as a user would write them (no status, no server-set fields)."""
     items = []
     for kind in ("deployments", "services", "poddisruptionbudgets", "networkpolicies"):
         listed = json.loads(info.run_kubectl("-n", namespace, "get", kind, "-l", SERVICE, "-o",
                                              "json"))["items"]  # fmt: skip
         for obj in listed:
             meta = obj["metadata"]
-            obj["metadata"] = {"name": meta["name"], "namespace": target,
-                               "labels": meta.get("labels", {})}  # fmt: skip
+            obj["metadata"] = {"name": meta["name"], "labels": meta.get("labels", {})}
             obj.pop("status", None)
-            if kind == "deployments":
-                obj["spec"]["replicas"] = 0
             if kind == "services":
                 obj["spec"].pop("clusterIP", None)
                 obj["spec"].pop("clusterIPs", None)
             items.append(obj)
+    return items
+
+
+def kubectl_baseline(
+    info: ClusterInfo,
+    apps: client.AppsV1Api,
+    objects: list[dict[str, Any]],
+    target: str,
+    *,
+    with_pods: bool,
+) -> float:
+    """``objects`` applied by one kubectl apply in the new namespace ``target``; with_pods: the
+    Deployments keep their replicas (else 0). Seconds until the last Deployment exists; returns
+    once the namespace is gone again."""
+    info.run_kubectl("create", "namespace", target)
+    items = []
+    for original in objects:
+        obj = json.loads(json.dumps(original))
+        obj["metadata"]["namespace"] = target
+        if obj["kind"] == "Deployment" and not with_pods:
+            obj["spec"]["replicas"] = 0
+        items.append(obj)
     deployments = sum(1 for o in items if o["kind"] == "Deployment")
     seen = FirstSeen(apps.list_namespaced_deployment, (target,), _deployment_name)
     time.sleep(2)
@@ -304,8 +394,19 @@ def kubectl_baseline(info: ClusterInfo, apps: client.AppsV1Api, namespace: str) 
     while len(seen.seen) < deployments and time.monotonic() < started + 600:
         time.sleep(0.1)
     seen.stop()
+    took = max(seen.seen.values(), default=started) - started
     info.run_kubectl("delete", "namespace", target, "--wait=false")
-    return max(seen.seen.values(), default=started) - started
+    _wait_for_namespace_gone(info, target)
+    return took
+
+
+def _wait_for_namespace_gone(info: ClusterInfo, name: str, timeout_s: float = 900) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        listed = json.loads(info.run_kubectl("get", "namespaces", "-o", "json"))["items"]
+        if all(n["metadata"]["name"] != name for n in listed):
+            return
+        time.sleep(5)
 
 
 def main() -> int:

@@ -303,6 +303,8 @@ class LocalCluster:
             return False
         if state.get("nodes") != _nodes_list(self.nodes):  # other fake nodes: restart it
             return False
+        if state.get("scrape_interval") != self.scrape_interval:  # likewise another Prometheus
+            return False
         for component in COMPONENTS:
             pid = self._read_pid(component)
             if pid is None or not _pid_alive(pid, _exe(state, component)):

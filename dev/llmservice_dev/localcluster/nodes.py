@@ -66,8 +66,13 @@ DEFAULT_NODES: tuple[FakeNodeSpec, ...] = (
 
 
 def pod_cidr(index: int) -> str:
-    """The loopback pod CIDR of the ``index``-th (0-based) default node."""
-    return f"{POD_CIDR_PREFIX}.{index + 1}.0/24"
+    """The loopback pod CIDR of the ``index``-th (0-based) node: ``127.1.1.0/24`` to
+    ``127.1.255.0/24``, then (a benchmark's hundreds of nodes) ``127.3.0.0/24`` onwards, past
+    POD_FALLBACK_CIDR."""
+    if index < 255:
+        return f"{POD_CIDR_PREFIX}.{index + 1}.0/24"
+    beyond = index - 255
+    return f"127.{3 + beyond // 256}.{beyond % 256}.0/24"
 
 
 def node_manifest(spec: FakeNodeSpec, index: int) -> dict[str, Any]:
