@@ -174,3 +174,21 @@ def test_workers_take_new_services_before_routine_work() -> None:
         return order
 
     assert asyncio.run(scenario()) == ["new", "done-0", "done-1", "done-2"]
+
+
+def test_kopf_keeps_no_diff_base_for_our_event_handler() -> None:
+    """What kopf's change detection reads is empty: no copy of the body per watch event, and no
+    last-handled annotation written. Its old state is None, as the default storage's is for an
+    object that never had the annotation (only change handlers write it)."""
+    import kopf
+
+    from llmservice_operator.handlers import NoDiffBase
+
+    storage = NoDiffBase()
+    body = kopf.Body({"metadata": {"name": "chat"}, "spec": {"a": 1}, "status": {"b": [1] * 1000}})
+    assert storage.fetch(body=body) is None
+    assert storage.build(body=body) == {}
+    assert kopf.AnnotationsDiffBaseStorage().fetch(body=body) is None
+    patch = kopf.Patch()
+    storage.store(body=body, patch=patch, essence=storage.build(body=body))
+    assert not patch
