@@ -208,8 +208,8 @@ class Informer:
 
 class RawWatcher:
     """The dynamic client's ``watch``, less its wrapping of every event's object in a
-    ResourceInstance: a recursive copy of the object the informer never reads (it keeps
-    ``raw_object``), and most of the operator's CPU for a watch event."""
+    ResourceInstance: a recursive copy, made for every event, that the informer never reads
+    (it keeps ``raw_object``)."""
 
     def watch(self, resource: Any, **kwargs: Any) -> Any:
         from kubernetes import watch
