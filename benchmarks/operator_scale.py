@@ -156,24 +156,24 @@ def bench_cluster(count: int) -> ClusterInfo:
     if nodes:
         info.run_kubectl("apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1",
                          "kind": "List", "items": nodes}))  # fmt: skip
-    _wait_for_earlier_runs_gone(info)
+    _wait_for_namespaces_gone(info, "bench-")  # an earlier run's, deleted without waiting
     return info
 
 
-def _wait_for_earlier_runs_gone(info: ClusterInfo, timeout_s: float = 900) -> None:
-    """An earlier run's namespaces (deleted without waiting) are still being emptied: their
-    garbage collection would load the control plane this run measures."""
+def _wait_for_namespaces_gone(info: ClusterInfo, prefix: str, timeout_s: float = 900) -> None:
+    """Delete every namespace named ``prefix``... and wait until they are gone: a namespace
+    still being emptied would load the control plane the next measurement times."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         listed = json.loads(info.run_kubectl("get", "namespaces", "-o", "json"))["items"]
         left = [n["metadata"]["name"] for n in listed
-                if n["metadata"]["name"].startswith("bench-")]  # fmt: skip
+                if n["metadata"]["name"].startswith(prefix)]  # fmt: skip
         if not left:
             return
-        print(f"waiting for an earlier run's namespaces to go: {left}", file=sys.stderr)
+        print(f"waiting for namespaces to go: {left}", file=sys.stderr)
         for name in left:
             info.run_kubectl("delete", "namespace", name, "--wait=false")
-        time.sleep(10)
+        time.sleep(5)
 
 
 def operator_process(info: ClusterInfo) -> psutil.Process:
@@ -184,6 +184,10 @@ def operator_process(info: ClusterInfo) -> psutil.Process:
         if parts and parts[0] == container_id:
             return psutil.Process(int(parts[1]))
     raise RuntimeError("the operator's container is not running")
+
+
+def _audit_time(stamp: str) -> datetime:
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00"))
 
 
 def _operator_requests(info: ClusterInfo, since: datetime, until: datetime) -> list[dict[str, Any]]:
@@ -201,14 +205,10 @@ def _operator_requests(info: ClusterInfo, since: datetime, until: datetime) -> l
                 continue
             if (entry.get("objectRef") or {}).get("resource") == "leases":
                 continue
-            at = datetime.fromisoformat(entry["requestReceivedTimestamp"].replace("Z", "+00:00"))
+            at = _audit_time(entry["requestReceivedTimestamp"])
             if since <= at <= until:
                 found.append(entry)
     return found
-
-
-def audit_requests(info: ClusterInfo, since: datetime, until: datetime) -> int:
-    return len(_operator_requests(info, since, until))
 
 
 def request_breakdown(info: ClusterInfo, since: datetime, until: datetime, services: int) -> str:
@@ -218,9 +218,8 @@ def request_breakdown(info: ClusterInfo, since: datetime, until: datetime, servi
         ref = entry.get("objectRef") or {}
         resource = ref.get("resource", "?") + (f"/{ref['subresource']}" if ref.get(
             "subresource") else "")  # fmt: skip
-        started = datetime.fromisoformat(entry["requestReceivedTimestamp"].replace("Z", "+00:00"))
-        ended = datetime.fromisoformat(entry["stageTimestamp"].replace("Z", "+00:00"))
-        rows.setdefault(f"{entry['verb']} {resource}", []).append((ended - started).total_seconds())
+        took = _audit_time(entry["stageTimestamp"]) - _audit_time(entry["requestReceivedTimestamp"])
+        rows.setdefault(f"{entry['verb']} {resource}", []).append(took.total_seconds())
     lines = [f"  {name:<40} {len(took) / services:6.2f}/service  mean {sum(took) / len(took) * 1000:6.0f} ms"
              for name, took in sorted(rows.items(), key=lambda kv: -len(kv[1]))]  # fmt: skip
     return "\n".join(lines)
@@ -313,7 +312,7 @@ def run(count: int, workers: int, timeout: float) -> dict[str, float]:
     time.sleep(IDLE_S)
     until, cpu1 = datetime.now().astimezone(), sum(process.cpu_times()[:2])
     idle_cores = (cpu1 - cpu0) / IDLE_S
-    idle_rate = audit_requests(info, since, until) / count / IDLE_S
+    idle_rate = len(_operator_requests(info, since, until)) / count / IDLE_S
 
     singles: list[float] = []
     kubectl_alone: list[float] = []
@@ -335,8 +334,7 @@ def run(count: int, workers: int, timeout: float) -> dict[str, float]:
     available.stop()
     made = operator_objects(info, namespace)
     # The baselines start, as the operator's run did, from a cluster without these services.
-    kubectl("delete", "namespace", namespace, "--wait=false")
-    _wait_for_namespace_gone(info, namespace)
+    _wait_for_namespaces_gone(info, namespace)
     baseline = kubectl_baseline(info, apps, made, f"{namespace}-kubectl", with_pods=True)
     quiet = kubectl_baseline(info, apps, made, f"{namespace}-quiet", with_pods=False)
     print(f"kubectl baseline: {baseline:.1f}s with the Deployments' pods, {quiet:.1f}s at 0 "
@@ -401,18 +399,8 @@ def kubectl_baseline(
         time.sleep(0.1)
     seen.stop()
     took = max(seen.seen.values(), default=started) - started
-    info.run_kubectl("delete", "namespace", target, "--wait=false")
-    _wait_for_namespace_gone(info, target)
+    _wait_for_namespaces_gone(info, target)
     return took
-
-
-def _wait_for_namespace_gone(info: ClusterInfo, name: str, timeout_s: float = 900) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        listed = json.loads(info.run_kubectl("get", "namespaces", "-o", "json"))["items"]
-        if all(n["metadata"]["name"] != name for n in listed):
-            return
-        time.sleep(5)
 
 
 def main() -> int:
