@@ -283,8 +283,10 @@ def register(registry: kopf.OperatorRegistry, state: OperatorState) -> None:
         if state.background is not None:
             state.background.shutdown()
 
+    # async: kopf runs a sync handler on its executor's threads, and the state (the queue, the
+    # cached bodies, the timers) belongs to the event loop, not thread-safe.
     @kopf.on.event(GROUP, VERSION, PLURAL, registry=registry)
-    def llmservice_event(type: str, body: kopf.Body, **_: Any) -> None:
+    async def llmservice_event(type: str, body: kopf.Body, **_: Any) -> None:
         meta = body.get("metadata", {})
         key = (meta.get("namespace", ""), meta.get("name", ""))
         if type == "DELETED":

@@ -4,12 +4,21 @@ than the operator's own status write does not replace it."""
 from __future__ import annotations
 
 import asyncio
+import inspect
 import threading
 import time
 from typing import Any
 
+import kopf
+
 from llmservice_operator.adapters.metrics import OperatorMetrics
-from llmservice_operator.handlers import OperatorState, _worker, backoff_seconds, remember
+from llmservice_operator.handlers import (
+    OperatorState,
+    _worker,
+    backoff_seconds,
+    register,
+    remember,
+)
 from llmservice_operator.reconcile import ReconcileResult
 from llmservice_operator.settings import OperatorSettings
 from llmservice_operator.workqueue import ROUTINE, SPEC_CHANGED, WorkQueue, priority_of
@@ -192,3 +201,28 @@ def test_kopf_keeps_no_diff_base_for_our_event_handler() -> None:
     patch = kopf.Patch()
     storage.store(body=body, patch=patch, essence=storage.build(body=body))
     assert not patch
+
+
+def test_the_llmservice_event_handler_runs_on_the_event_loop() -> None:
+    """kopf runs a sync handler on its executor's threads; the queue and the timers belong to
+    the event loop (not thread-safe). An async handler enqueues on the loop itself, and a
+    worker waiting for work wakes at once."""
+
+    async def scenario() -> tuple[tuple[str, str], int]:
+        state = _state()
+        state.queue = WorkQueue()
+        registry = kopf.OperatorRegistry()
+        register(registry, state)
+        (handler,) = [
+            h for h in registry._watching.get_all_handlers() if h.id.endswith("llmservice_event")
+        ]
+        assert inspect.iscoroutinefunction(handler.fn)
+        waiting = asyncio.create_task(state.queue.get())
+        await asyncio.sleep(0)
+        await handler.fn(type="ADDED", body=_body("7"))
+        key = await asyncio.wait_for(waiting, timeout=1)
+        await handler.fn(type="DELETED", body=_body("8"))
+        return key, len(state.bodies)
+
+    key, cached = asyncio.run(scenario())
+    assert key == KEY and cached == 0
