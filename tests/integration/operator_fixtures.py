@@ -278,9 +278,14 @@ def operators(
 
 
 def wait_for(
-    what: str, check: Callable[[], Any], timeout: float = 90, interval: float = 0.5
+    what: str,
+    check: Callable[[], Any],
+    timeout: float = 90,
+    interval: float = 0.5,
+    explain: Callable[[], Any] | None = None,
 ) -> Any:
-    """Poll until check() returns something truthy; fail with the last value otherwise."""
+    """Poll until check() returns something truthy; fail with the last value otherwise, and
+    with what ``explain()`` says then (the state that tells why)."""
     deadline = time.monotonic() + timeout
     last: Any = None
     while time.monotonic() < deadline:
@@ -292,4 +297,10 @@ def wait_for(
             if last:
                 return last
         time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}; last: {last!r}")
+    why = ""
+    if explain is not None:
+        try:
+            why = f"; {explain()!r}"
+        except Exception as err:  # noqa: BLE001 - the timeout is the failure to report
+            why = f"; explaining failed: {err!r}"
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}; last: {last!r}{why}")
