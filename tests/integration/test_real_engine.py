@@ -178,11 +178,15 @@ def test_a_candidate_that_breaks_the_ttft_slo_is_rolled_back_while_the_stable_se
     # rollback before any traffic). (b) covers the real smoke test.
     # The pause lets the load (started once the candidate is up) fill the first window; an
     # inconclusive measurement or two (too few completions yet) goes on instead of pausing.
+    # The candidate answers one 128-token request at a time: on a loaded CI machine as few as
+    # one every 3-4 s (one CI run: three 20 s windows each under 10 answers, a pause, no
+    # verdict). A 30 s window and minSamples 3 judge it; its queued TTFT is seconds, not ms.
     rollout = canary(
         smokeTest={"enabled": False},
         progressDeadlineSeconds=480,
         steps=[{"setWeight": 50}, {"pause": {"duration": "25s"}}, {"analysis": {}}],
-        analysis={**ANALYSIS, "count": 4, "inconclusiveLimit": 2},
+        analysis={**ANALYSIS, "window": "30s", "minSamples": 3, "count": 4,
+                  "inconclusiveLimit": 3},  # fmt: skip
     )
     doc = tiny(namespace, scaling=MANUAL, replicas=1, rollout=rollout, slo=SLO)
     kube.apply(doc)
