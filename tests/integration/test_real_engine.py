@@ -185,8 +185,7 @@ def test_a_candidate_that_breaks_the_ttft_slo_is_rolled_back_while_the_stable_se
         smokeTest={"enabled": False},
         progressDeadlineSeconds=480,
         steps=[{"setWeight": 50}, {"pause": {"duration": "25s"}}, {"analysis": {}}],
-        analysis={**ANALYSIS, "window": "30s", "minSamples": 3, "count": 4,
-                  "inconclusiveLimit": 3},  # fmt: skip
+        analysis={**ANALYSIS, "window": "30s", "minSamples": 3, "count": 4, "inconclusiveLimit": 3},
     )
     doc = tiny(namespace, scaling=MANUAL, replicas=1, rollout=rollout, slo=SLO)
     kube.apply(doc)
