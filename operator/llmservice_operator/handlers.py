@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -44,6 +45,8 @@ log = logging.getLogger(__name__)
 Key = tuple[str, str]
 BACKOFF_BASE_S = 0.005
 BACKOFF_MAX_S = 1000.0
+#: A reconcile at least this long is logged, with its time in the queue.
+SLOW_RECONCILE_S = 0.5
 #: How long start-up waits for the watch caches' first lists before reconciling anyway
 #: (a reconcile then fails with CacheNotSynced and is retried with backoff).
 SYNC_TIMEOUT_S = 60.0
@@ -150,11 +153,16 @@ def _post_events(kube: KubeAdapter, body: dict[str, Any], events: list[Event]) -
 async def _worker(state: OperatorState) -> None:
     assert state.queue is not None and state.reconciler is not None and state.kube is not None
     while True:
-        key = await state.queue.get()
+        key, waited = await state.queue.get_timed()
+        state.metrics.queue_wait.observe(waited)
         state.processing.add(key)
+        started = time.monotonic()
         try:
             await _process(state, key)
         finally:
+            took = time.monotonic() - started
+            if took >= SLOW_RECONCILE_S:
+                log.info("%s/%s: reconciled in %.2fs after %.2fs in the queue", *key, took, waited)
             state.processing.discard(key)
             if key in state.dirty:
                 state.dirty.discard(key)

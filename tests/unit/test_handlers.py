@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import logging
 import threading
 import time
 from typing import Any
 
 import kopf
+import pytest
 
+from llmservice_operator import handlers
 from llmservice_operator.adapters.metrics import OperatorMetrics
 from llmservice_operator.handlers import (
     OperatorState,
@@ -155,6 +158,29 @@ def test_the_queue_serves_spec_changes_first_each_key_once_and_moves_a_key_up() 
     assert [queue.get_nowait() for _ in range(len(queue))] == [b]
 
 
+def test_the_queue_says_how_long_a_key_waited_since_it_was_first_put() -> None:
+    now = [100.0]
+    queue = WorkQueue(clock=lambda: now[0])
+    a, b = ("ml", "a"), ("ml", "b")
+    queue.put(a, ROUTINE)
+    now[0] = 102.0
+    queue.put(b, ROUTINE)
+    queue.put(a, SPEC_CHANGED)  # moves up, but has waited since its first put
+    now[0] = 105.5
+
+    async def take_two() -> list[tuple[tuple[str, str], float]]:
+        return [await queue.get_timed(), await queue.get_timed()]
+
+    assert asyncio.run(take_two()) == [(a, 5.5), (b, 3.5)]
+    queue.put(a, ROUTINE)  # served: a new wait starts now
+    now[0] = 106.0
+    assert asyncio.run(_one(queue)) == (a, 0.5)
+
+
+async def _one(queue: WorkQueue) -> tuple[tuple[str, str], float]:
+    return await queue.get_timed()
+
+
 def test_workers_take_new_services_before_routine_work() -> None:
     async def scenario() -> list[str]:
         state = _state()
@@ -183,6 +209,35 @@ def test_workers_take_new_services_before_routine_work() -> None:
         return order
 
     assert asyncio.run(scenario()) == ["new", "done-0", "done-1", "done-2"]
+
+
+def test_a_worker_records_the_queue_wait_and_logs_a_slow_reconcile(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(handlers, "SLOW_RECONCILE_S", 0.04)  # SlowReconciler takes 50 ms
+
+    async def scenario() -> OperatorState:
+        state = _state()
+        state.reconciler = SlowReconciler()  # type: ignore[assignment]
+        state.kube = NoEvents()  # type: ignore[assignment]
+        state.queue = WorkQueue()
+        state.bodies[KEY] = _body("1")
+        state.enqueue(KEY)
+        await asyncio.sleep(0.2)  # waits this long before a worker starts
+        worker = asyncio.create_task(_worker(state))
+        await asyncio.sleep(0.2)
+        worker.cancel()
+        await asyncio.gather(worker, return_exceptions=True)
+        return state
+
+    with caplog.at_level(logging.INFO, logger="llmservice_operator.handlers"):
+        state = asyncio.run(scenario())
+    [sample] = [
+        s for m in state.metrics.queue_wait.collect() for s in m.samples if s.name.endswith("_sum")
+    ]
+    assert 0.15 <= sample.value < 1.0
+    [line] = [r.getMessage() for r in caplog.records if "reconciled in" in r.getMessage()]
+    assert line.startswith("ml/chat: reconciled in 0.0") and "in the queue" in line, line
 
 
 def test_kopf_keeps_no_diff_base_for_our_event_handler() -> None:

@@ -67,6 +67,7 @@ class OperatorMetrics:
     reconciles: Counter
     errors: Counter
     duration: Histogram
+    queue_wait: Histogram
     managed_services: Gauge
     leader: Gauge
     evaluations: Counter
@@ -88,6 +89,12 @@ class OperatorMetrics:
                 "llmservice_reconcile_duration_seconds",
                 "Reconcile duration",
                 buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+                registry=registry,
+            ),
+            queue_wait=Histogram(
+                "llmservice_workqueue_wait_seconds",
+                "How long a service waited in the work queue for a worker",
+                buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120),
                 registry=registry,
             ),
             managed_services=Gauge(
