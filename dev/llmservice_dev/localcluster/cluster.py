@@ -503,7 +503,7 @@ class LocalCluster:
                 "--audit-log-format=json",
                 "--audit-log-maxsize=0",
                 "--allow-privileged=true",
-                "--profiling=false",
+                "--profiling=true",  # kubectl get --raw /debug/pprof/profile (admin only)
                 "--v=1",
             ],
         )
