@@ -162,23 +162,19 @@ def test_the_queue_says_how_long_a_key_waited_since_it_was_first_put() -> None:
     now = [100.0]
     queue = WorkQueue(clock=lambda: now[0])
     a, b = ("ml", "a"), ("ml", "b")
-    queue.put(a, ROUTINE)
-    now[0] = 102.0
-    queue.put(b, ROUTINE)
-    queue.put(a, SPEC_CHANGED)  # moves up, but has waited since its first put
-    now[0] = 105.5
 
-    async def take_two() -> list[tuple[tuple[str, str], float]]:
-        return [await queue.get_timed(), await queue.get_timed()]
+    async def scenario() -> list[tuple[tuple[str, str], float]]:
+        queue.put(a, ROUTINE)
+        now[0] = 102.0
+        queue.put(b, ROUTINE)
+        queue.put(a, SPEC_CHANGED)  # moves up, but has waited since its first put
+        now[0] = 105.5
+        taken = [await queue.get_timed(), await queue.get_timed()]
+        queue.put(a, ROUTINE)  # served: a new wait starts now
+        now[0] = 106.0
+        return [*taken, await queue.get_timed()]
 
-    assert asyncio.run(take_two()) == [(a, 5.5), (b, 3.5)]
-    queue.put(a, ROUTINE)  # served: a new wait starts now
-    now[0] = 106.0
-    assert asyncio.run(_one(queue)) == (a, 0.5)
-
-
-async def _one(queue: WorkQueue) -> tuple[tuple[str, str], float]:
-    return await queue.get_timed()
+    assert asyncio.run(scenario()) == [(a, 5.5), (b, 3.5), (a, 0.5)]
 
 
 def test_workers_take_new_services_before_routine_work() -> None:
