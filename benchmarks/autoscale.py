@@ -39,10 +39,11 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import multiprocessing
 import random
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -55,6 +56,7 @@ from llmservice_operator.autoscale import (
     TokenCapacity,
     default_target_queue_depth,
 )
+from llmservice_operator.autoscale.policy import DEFAULT_MIN_BURST_HEADROOM
 from llmservice_operator.sim.engine import Arrival, simulate
 from llmservice_operator.sim.profile import EngineProfile
 
@@ -67,6 +69,7 @@ from .frontier import (
     STATIC,
     BaselineContext,
     Point,
+    Setting,
     baseline_settings,
     dump,
     frontier_json,
@@ -332,6 +335,7 @@ def operator_config(dep: Deployment, max_replicas: int, prior: bool = True) -> P
         max_replicas=max_replicas,
         max_num_seqs=dep.max_num_seqs,
         target_queue_depth=default_target_queue_depth(dep.max_num_seqs),
+        min_burst_headroom=DEFAULT_MIN_BURST_HEADROOM,
         gpu_type=GPU,
         capacity_prior=dep.prior if prior else None,
     )
@@ -396,6 +400,12 @@ def _parser() -> argparse.ArgumentParser:
         help="all: diurnal and azure-code (with --frontier, day too)",
     )
     parser.add_argument("--only", nargs="*", default=[], help="scalers whose name has a word")
+    parser.add_argument(
+        "--jobs", type=int, default=1, help="with --frontier: settings run in this many processes"
+    )
+    parser.add_argument(
+        "--settings", nargs="*", default=[], help="with --frontier: settings whose label has a word"
+    )
     parser.add_argument(
         "--cold",
         action="store_true",
@@ -588,12 +598,15 @@ def run_frontier(
         ),
         *baseline_settings(context),
     ]
+    chosen = [
+        setting
+        for setting in settings
+        if (not args.only or any(word.lower() in setting.scaler.lower() for word in args.only))
+        and (not args.settings or any(w.lower() in setting.setting.lower() for w in args.settings))
+    ]
     points = []
     buckets: dict[tuple[str, str], list[Minute]] = {}
-    for setting in settings:
-        if args.only and not any(word.lower() in setting.scaler.lower() for word in args.only):
-            continue
-        result = run_scaler(b, dep, setting.make(), router)
+    for setting, result in zip(chosen, _run_all(b, dep, chosen, router, args.jobs), strict=True):
         points.append(
             Point(
                 setting.scaler,
@@ -612,6 +625,34 @@ def run_frontier(
     return points
 
 
+#: What the worker processes of ``--jobs`` run: set before they fork, so nothing is pickled
+#: but the results (the settings hold closures).
+_WORK: tuple[Bench, Deployment, Sequence[Setting], Router] | None = None
+
+
+def _run_one(index: int) -> FleetResult:
+    assert _WORK is not None
+    b, dep, settings, router = _WORK
+    return run_scaler(b, dep, settings[index].make(), router)
+
+
+def _run_all(
+    b: Bench, dep: Deployment, settings: Sequence[Setting], router: Router, jobs: int
+) -> Iterator[FleetResult]:
+    """Each setting's run, in order; ``jobs`` processes at a time (every run is seeded alike,
+    so the results are those of one process)."""
+    global _WORK
+    if jobs <= 1:
+        yield from (run_scaler(b, dep, s.make(), router) for s in settings)
+        return
+    _WORK = (b, dep, settings, router)
+    try:
+        with multiprocessing.get_context("fork").Pool(jobs) as pool:
+            yield from pool.imap(_run_one, range(len(settings)))
+    finally:
+        _WORK = None
+
+
 def print_misses(
     trace: str, points: Sequence[Point], buckets: Mapping[tuple[str, str], list[Minute]]
 ) -> None:
@@ -620,7 +661,7 @@ def print_misses(
     if not any(p.scaler == STATIC for p in points) or not any(p.scaler == OPERATOR for p in points):
         return
     s = summarize(points)
-    default = OPERATOR_VARIANTS[0][0]
+    default = OPERATOR_VARIANTS[0].label
     pairs: list[tuple[str, tuple[str, str], tuple[str, str]]] = []
     if not s.baseline_goal_met:
         if s.best_baseline_at_99 is not None:

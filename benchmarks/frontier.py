@@ -17,9 +17,10 @@ import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from llmservice_operator.autoscale import PolicyConfig
+from llmservice_operator.autoscale.policy import SURGE_HALF_LIFE_SECONDS
 
 from .fleet import Scaler
 from .scalers import (
@@ -221,44 +222,67 @@ def baseline_settings(c: BaselineContext) -> list[Setting]:
     return out
 
 
-#: The operator's own knob: the headroom rule (the default: ``R + 2 sqrt(R) + min(1, R)``,
-#: at least ``R / 0.8``), a smaller burst headroom, no spare replica, or an explicit
-#: ``targetUtilization`` (no headroom on top). (label, burst headroom, spare, utilization.)
-OPERATOR_VARIANTS: tuple[tuple[str, float, float, float], ...] = (
-    ("default (2 sqrt(R) + 1)", 2.0, 1.0, 0.8),
-    ("1.5 sqrt(R) + 1", 1.5, 1.0, 0.8),
-    ("1 sqrt(R) + 1", 1.0, 1.0, 0.8),
-    ("2 sqrt(R), no spare", 2.0, 0.0, 0.8),
-    ("targetUtilization 0.5", 0.0, 0.0, 0.5),
-    ("targetUtilization 0.6", 0.0, 0.0, 0.6),
-    ("targetUtilization 0.65", 0.0, 0.0, 0.65),
-    ("targetUtilization 0.7", 0.0, 0.0, 0.7),
-    ("targetUtilization 0.8", 0.0, 0.0, 0.8),
+class OperatorVariant(NamedTuple):
+    """One setting of the operator's own knob."""
+
+    label: str
+    burst_headroom: float
+    spare: float
+    utilization: float
+    min_burst_headroom: float | None = None
+    """The headroom follows the volatility of arrivals down to this (None: fixed)."""
+    spare_follows: bool = False
+    half_life_s: float = SURGE_HALF_LIFE_SECONDS
+    """How fast a surge is forgotten (with ``min_burst_headroom``)."""
+
+
+#: The operator's own knob. The default (first) is the shipped rule: ``R + c sqrt(R) +
+#: min(1, R)``, at least ``R / 0.8``, its burst headroom ``c`` following the surges of arrivals
+#: between 2 and 1 (half-life 60 min). Then the rule with a fixed ``c`` (2: the default before
+#: the surge memory), other floors and half-lives, no spare replica, or an explicit
+#: ``targetUtilization`` (no headroom on top).
+OPERATOR_VARIANTS: tuple[OperatorVariant, ...] = (
+    OperatorVariant("default (surge 2-1 sqrt(R) + 1)", 2.0, 1.0, 0.8, 1.0),
+    OperatorVariant("fixed 2 sqrt(R) + 1", 2.0, 1.0, 0.8),
+    OperatorVariant("fixed 1.5 sqrt(R) + 1", 1.5, 1.0, 0.8),
+    OperatorVariant("fixed 1 sqrt(R) + 1", 1.0, 1.0, 0.8),
+    OperatorVariant("fixed 2 sqrt(R), no spare", 2.0, 0.0, 0.8),
+    OperatorVariant("surge 2-0.5 sqrt(R) + 1", 2.0, 1.0, 0.8, 0.5),
+    OperatorVariant("surge 2-1, half-life 30 min", 2.0, 1.0, 0.8, 1.0, False, 1800.0),
+    OperatorVariant("surge 2-0, spare follows", 2.0, 1.0, 0.8, 0.0, True),
+    OperatorVariant("targetUtilization 0.5", 0.0, 0.0, 0.5),
+    OperatorVariant("targetUtilization 0.6", 0.0, 0.0, 0.6),
+    OperatorVariant("targetUtilization 0.65", 0.0, 0.0, 0.65),
+    OperatorVariant("targetUtilization 0.7", 0.0, 0.0, 0.7),
+    OperatorVariant("targetUtilization 0.8", 0.0, 0.0, 0.8),
 )
 
 
 def operator_settings(
     config: PolicyConfig,
     make: Callable[[PolicyConfig], OperatorScaler],
-    variants: Sequence[tuple[str, float, float, float]] = OPERATOR_VARIANTS,
+    variants: Sequence[OperatorVariant] = OPERATOR_VARIANTS,
     scaler: str = OPERATOR,
 ) -> list[Setting]:
     """The operator at each of ``variants`` of ``config`` (``make`` adds its start)."""
     return [
         Setting(
             scaler,
-            label,
+            v.label,
             functools.partial(
                 make,
                 replace(
                     config,
-                    burst_headroom=headroom,
-                    spare_replicas=spare,
-                    target_utilization=utilization,
+                    burst_headroom=v.burst_headroom,
+                    spare_replicas=v.spare,
+                    target_utilization=v.utilization,
+                    min_burst_headroom=v.min_burst_headroom,
+                    spare_follows_surge=v.spare_follows,
+                    surge_half_life_seconds=v.half_life_s,
                 ),
             ),
         )
-        for label, headroom, spare, utilization in variants
+        for v in variants
     ]
 
 

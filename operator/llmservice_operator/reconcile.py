@@ -614,7 +614,8 @@ def _fingerprint(
 
 def _autoscaling_decision(raw: dict[str, Any]) -> tuple[Any, ...]:
     """status.autoscaling without the times of its samples: what was decided, and the values
-    its windows keep ('<epoch>=<value>' entries; a saturation's start keeps its time)."""
+    its windows keep ('<epoch>=<value>' entries; a saturation's start and a surge keep their
+    times; the arrival rates, '<epoch>=~<rate>', are samples and left out)."""
     decided = tuple(
         raw.get(k)
         for k in (
@@ -628,8 +629,9 @@ def _autoscaling_decision(raw: dict[str, Any]) -> tuple[Any, ...]:
         )
     )
     values = tuple(
-        entry if entry.endswith("=!") else entry.partition("=")[2]
+        entry if entry.endswith("=!") or "=^" in entry else entry.partition("=")[2]
         for entry in raw.get("recommendations") or []
+        if not entry.partition("=")[2].startswith("~")
     )
     return (*decided, values)
 

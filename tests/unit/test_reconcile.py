@@ -15,7 +15,7 @@ from kubernetes.client.exceptions import ApiException
 
 from llmservice_operator.adapters.background import BackgroundIO
 from llmservice_operator.observed import ObservedState
-from llmservice_operator.reconcile import Reconciler, merge_patch
+from llmservice_operator.reconcile import Reconciler, _autoscaling_decision, merge_patch
 from llmservice_operator.render.labels import REVISION
 from llmservice_operator.rollout import Series, SmokeObservation
 from llmservice_operator.sizing import load_catalog
@@ -339,6 +339,16 @@ def test_the_autoscalers_history_is_written_when_it_changes_or_every_few_minutes
     assert sum(written[20:]) == 1, written
     # One batch of four queries per evaluation, not one set per pod.
     assert len(prometheus.queries) <= 4 * 25
+
+
+def test_arrival_rates_alone_are_samples_and_a_new_surge_is_a_decision() -> None:
+    """The status is not written for new arrival rates (they move at every evaluation) but is
+    for a new surge (it changes the burst headroom the next operator resumes with)."""
+    written = {"desiredReplicas": 3, "recommendations": ["100=3", "100=~4.5", "0=^2"]}
+    rates_moved = {"desiredReplicas": 3, "recommendations": ["115=3", "115=~6.25", "0=^2"]}
+    surged = {"desiredReplicas": 3, "recommendations": ["115=3", "115=~9", "115=^2"]}
+    assert _autoscaling_decision(written) == _autoscaling_decision(rates_moved)
+    assert _autoscaling_decision(written) != _autoscaling_decision(surged)
 
 
 def test_the_autoscalers_own_write_does_not_wake_a_full_decision() -> None:

@@ -241,7 +241,8 @@ class AutoscalingStatus(ApiModel):
         description=(
             "Recent history the scaling windows need across restarts: 'epoch=N' "
             "recommendations, 'epoch=+N'/'epoch=-N' scale events, 'epoch=@R' learned "
-            "requests/s of a full replica."
+            "requests/s of a full replica, 'epoch=~R' recent arrival rates, 'epoch=^S' the "
+            "last surge of arrivals (in square roots of the load)."
         ),
     )
     capacity: list[ReplicaCapacityStatus] = Field(

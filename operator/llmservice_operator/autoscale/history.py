@@ -17,6 +17,9 @@ The history holds two kinds of entries, both needed to survive an operator resta
   minute was spent full.
 * the **capacity in tokens** a full replica showed, per GPU type (``capacity``: prompt and
   output tokens per second, ``status.autoscaling.capacity``).
+* the **arrival rates** of the last few minutes (``arrivals``) and the largest recent **surge**
+  of arrivals (``surge``: when, and how large in units of ``sqrt(R)``), from which the burst
+  headroom follows the measured volatility of arrivals (``policy``).
 
 In ``status.autoscaling.recommendations`` all are strings ``"<epoch>=<value>"``: a
 recommendation is a plain count (``"1718000000=4"``), an event carries a sign
@@ -24,8 +27,8 @@ recommendation is a plain count (``"1718000000=4"``), an event carries a sign
 (``"1718000000=@4.07"``), the start of the current saturation an exclamation mark
 (``"1718000000=!"``). So one list keeps the whole history and
 ``history_from_status(history_to_status(...))`` is the identity (times to the millisecond).
-Arrival rates (``"1718000000=~12.5"``), which earlier versions kept for a trend the policy no
-longer projects, are read and ignored.
+Arrival rates (``"1718000000=~12.5"``) and the surge (``"1718000000=^1.25"``) likewise. The arrival
+rates are samples, not decisions: the reconcile does not write the status for them alone.
 """
 
 from __future__ import annotations
@@ -85,6 +88,12 @@ class ScaleHistory:
     """When the replicas began queueing beyond the target, while they still do; else None."""
     capacities: tuple[LearnedCapacity, ...] = ()
     """The capacity in tokens learned on each GPU type (one entry per type, newest last)."""
+    arrivals: tuple[tuple[float, float], ...] = ()
+    """(time, requests/s arriving) of the last evaluations as far back as a surge is looked
+    for, the lowest of each twelfth of that time (oldest first)."""
+    surge: tuple[float, float] | None = None
+    """(time, size) of the largest recent surge of arrivals, its size in units of the square
+    root of the load (the burst headroom's own unit); None before any arrival was measured."""
 
     def __post_init__(self) -> None:
         for t, replicas in self.recommendations:
@@ -99,6 +108,13 @@ class ScaleHistory:
                 raise ValueError(f"bad learned throughput {self.throughput}")
         if self.saturated_since is not None and not math.isfinite(self.saturated_since):
             raise ValueError(f"bad saturation start {self.saturated_since}")
+        for t, rate in self.arrivals:
+            if not (math.isfinite(t) and math.isfinite(rate) and rate >= 0):
+                raise ValueError(f"bad arrival rate ({t}, {rate})")
+        if self.surge is not None:
+            t, size = self.surge
+            if not (math.isfinite(t) and math.isfinite(size) and size >= 0):
+                raise ValueError(f"bad surge {self.surge}")
 
     def capacity_for(self, gpu_type: str) -> LearnedCapacity | None:
         """What was learned on ``gpu_type``, or None."""
@@ -126,6 +142,9 @@ class ScaleHistory:
         throughput: tuple[float, float] | None = None,
         saturated: bool | None = None,
         capacity: LearnedCapacity | None = None,
+        arrival_rate: float | None = None,
+        arrival_horizon: float = math.inf,
+        surge: tuple[float, float] | None = None,
     ) -> ScaleHistory:
         """This history with one evaluation added and what no window can see any more dropped.
 
@@ -135,6 +154,8 @@ class ScaleHistory:
         ``saturated`` True starts the saturation now unless it runs already, False ends it,
         None (nothing measured) leaves it as it is.
         ``capacity`` replaces what was learned for its GPU type when given.
+        ``arrival_rate`` is kept with the rates of the last ``arrival_horizon`` seconds (the
+        lowest of each twelfth of it); ``surge`` replaces the surge when given.
         """
         recs = list(self.recommendations)
         if recommendation is not None:
@@ -148,6 +169,8 @@ class ScaleHistory:
             events=tuple(events),
             throughput=throughput or self.throughput,
             capacities=_with_capacity(self.capacities, capacity),
+            arrivals=_recent_arrivals(self.arrivals, now, arrival_rate, arrival_horizon),
+            surge=surge or self.surge,
             saturated_since=(
                 self.saturated_since
                 if saturated is None
@@ -161,6 +184,23 @@ class ScaleHistory:
         elif change < 0:
             history = replace(history, last_scale_time=now, last_scale_down_time=now)
         return history
+
+
+def _recent_arrivals(
+    arrivals: tuple[tuple[float, float], ...], now: float, rate: float | None, horizon: float
+) -> tuple[tuple[float, float], ...]:
+    """``arrivals`` plus ``(now, rate)``, without what is older than ``horizon`` seconds, and
+    only the lowest rate of each twelfth of the horizon (a surge is a rise from the lowest:
+    however often the operator evaluates, the status keeps 13 rates at most)."""
+    kept = [(t, r) for t, r in arrivals if t >= now - horizon]
+    if rate is None:
+        return tuple(kept)
+    slot = horizon / 12
+    if kept and math.isfinite(slot) and slot > 0 and now // slot == kept[-1][0] // slot:
+        if rate < kept[-1][1]:
+            kept[-1] = (now, rate)
+        return tuple(kept)
+    return (*kept, (now, rate))
 
 
 def _with_capacity(
@@ -211,18 +251,23 @@ def format_epoch(t: float) -> str:
 
 
 def history_to_strings(history: ScaleHistory) -> list[str]:
-    """``"<epoch>=<replicas>"`` per recommendation, ``"<epoch>=<+/-change>"`` per event, then
+    """``"<epoch>=<replicas>"`` per recommendation, ``"<epoch>=<+/-change>"`` per event,
+    ``"<epoch>=~<requests/s>"`` per arrival rate, then ``"<epoch>=^<size>"`` for the surge,
     ``"<epoch>=!"`` for a saturation that runs and ``"<epoch>=@<requests/s>"`` learned.
 
-    Sorted by time (recommendations before events at equal times); the oldest entries go
+    Sorted by time (recommendations, events, arrival rates at equal times); the oldest go
     first when more than :data:`MAX_STATUS_ENTRIES` would be written.
     """
     entries: list[tuple[float, int, str]] = []
     entries += [(t, 0, f"{format_epoch(t)}={r}") for t, r in history.recommendations]
     entries += [(t, 1, f"{format_epoch(t)}={c:+d}") for t, c in history.events]
+    entries += [(t, 2, f"{format_epoch(t)}=~{format_epoch(r)}") for t, r in history.arrivals]
     entries.sort(key=lambda e: (e[0], e[1]))
     texts = [text for _, _, text in entries]
     learned = []
+    if history.surge is not None:
+        t, size = history.surge
+        learned.append(f"{format_epoch(t)}=^{format_epoch(size)}")
     if history.saturated_since is not None:
         learned.append(f"{format_epoch(history.saturated_since)}=!")
     if history.throughput is not None:
@@ -245,6 +290,8 @@ def history_from_strings(
     events: list[tuple[float, int]] = []
     throughput: tuple[float, float] | None = None
     saturated_since: float | None = None
+    arrivals: list[tuple[float, float]] = []
+    surge: tuple[float, float] | None = None
     for entry in entries:
         epoch, sep, value = entry.partition("=")
         try:
@@ -261,10 +308,17 @@ def history_from_strings(
                     throughput = (t, number)
             elif value == "!":
                 saturated_since = t
-            elif value.startswith("~"):  # an arrival rate an earlier version kept: unused
+            elif value.startswith("~"):
                 rate = float(value[1:])
                 if not (rate >= 0 and math.isfinite(rate)):
                     raise ValueError("an arrival rate must be a finite number >= 0")
+                arrivals.append((t, rate))
+            elif value.startswith("^"):
+                size = float(value[1:])
+                if not (size >= 0 and math.isfinite(size)):
+                    raise ValueError("a surge must be a finite number >= 0")
+                if surge is None or t >= surge[0]:
+                    surge = (t, size)
             elif value.startswith(("+", "-")):
                 change = int(value)
                 if change == 0:
@@ -287,6 +341,8 @@ def history_from_strings(
         last_scale_down_time=last_scale_down_time,
         throughput=throughput,
         saturated_since=saturated_since,
+        arrivals=tuple(sorted(arrivals)),
+        surge=surge,
     )
 
 

@@ -32,15 +32,20 @@ plus requests held upstream), ``W`` the requests waiting, ``F`` the sequences a 
   benchmark measured 3% more GPU-hours for the same SLO attainment, docs/autoscaling.md);
 * ``n_rate = ceil(max(R / target_utilization, R + H(R)))``: 80% of a full replica's
   throughput (queueing delay grows as ``u / (1 - u)``), or the load plus the **burst
-  headroom** ``H(R) = min(2 R, burst_headroom x sqrt(R)) + min(1, R)`` (``burst_headroom`` 2)
-  where that is more: spare throughput for a burst while new replicas start, and one spare
+  headroom** ``H(R) = min(2 R, c x sqrt(R)) + min(1, R)`` where that is more (``c`` follows
+  the surges of arrivals, below): spare throughput for a burst while new replicas start, and one spare
   replica (N+1: one lost to a node failure or a restart leaves the others carrying the load).
   A load's fluctuations grow as the square root of its size (square-root staffing), so small
   fleets keep relatively more (3 spare replicas at a load of 1, 5 at 4, 9 at 16) and a load of
   a fraction of a replica at most three times itself. Where the headroom is the larger it
   keeps the replicas under the utilization target by itself, so it replaces the target's
   margin instead of adding to it; the target still bounds large fleets. An explicit
-  ``targetUtilization`` in the spec plans at that utilization alone (``burst_headroom`` 0);
+  ``targetUtilization`` in the spec plans at that utilization alone (``burst_headroom`` 0).
+  ``c`` is the largest recent **surge** of arrivals (how far the rate rose over the last
+  :data:`SURGE_LOOKBACK_SECONDS` from its lowest, in full replicas per square root of the
+  load it rose from), at most ``burst_headroom`` (2), decaying towards ``min_burst_headroom``
+  (1) with a half-life of an hour: a flash crowd keeps the full headroom, a smooth day gives
+  half of it back. Nothing seen yet is a surge of the full size;
 * ``n_conc = ceil(D / (ceiling x F))``: replicas to hold every sequence under the ceiling
   (``kvCacheUsageCeiling``, 0.9 by default) of their slots;
 * ``n_kv = ceil(sum(kv_usage) / ceiling)``: replicas to keep KV usage under the ceiling;
@@ -87,7 +92,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal, NamedTuple
 
 from ..api.spec import ScalingBehavior, ScalingSpec
@@ -115,6 +120,8 @@ __all__ = [
     "default_target_queue_depth",
     "burst_headroom",
     "estimate_load",
+    "surge_headroom",
+    "surge_size",
     "planned_replicas",
     "resolve_target_queue_depth",
 ]
@@ -157,6 +164,19 @@ BURST_HEADROOM_MAX_SHARE = 2.0
 #: eviction or a restart leaves the others carrying the load, bursts aside), never more than
 #: the load itself.
 SPARE_REPLICAS = 1.0
+
+
+#: How far back a surge of arrivals is looked for: about a GPU replica's start (a node, the
+#: image, the weights), what the burst headroom has to carry a rise through.
+SURGE_LOOKBACK_SECONDS = 180.0
+#: A surge seen is remembered with this half-life: the burst headroom it calls for decays
+#: towards ``min_burst_headroom`` over a few hours without another (30 minutes gave back
+#: headroom the next flash crowd needed: docs/autoscaling.md).
+SURGE_HALF_LIFE_SECONDS = 3600.0
+#: The least burst headroom (in ``sqrt(R)``) of the default rule on a smooth load: arrivals
+#: still wander by about ``sqrt(R)`` (square-root staffing), and 0.5 fell under 99% of TTFTs
+#: within 2 s on ``azure-code`` (docs/autoscaling.md).
+DEFAULT_MIN_BURST_HEADROOM = 1.0
 
 
 def burst_headroom(config: PolicyConfig, replicas_of_load: float) -> float:
@@ -206,6 +226,13 @@ class PolicyConfig:
     alone (what an explicit ``spec.scaling.targetUtilization`` does)."""
     spare_replicas: float = SPARE_REPLICAS
     """The N+1 spare on top of the burst headroom (never more than the load itself)."""
+    min_burst_headroom: float | None = None
+    """The burst headroom follows the measured volatility of arrivals, between this and
+    ``burst_headroom`` (:func:`surge_headroom`); None keeps ``burst_headroom`` fixed."""
+    spare_follows_surge: bool = False
+    """The N+1 spare shrinks with the burst headroom (in proportion); False keeps it whole."""
+    surge_half_life_seconds: float = SURGE_HALF_LIFE_SECONDS
+    """How fast a surge's headroom is forgotten (:func:`surge_headroom`)."""
     gpu_type: str = ""
     """The GPU the replicas run on: learned capacities are kept per GPU type."""
     capacity_prior: CapacityPrior | None = None
@@ -237,6 +264,16 @@ class PolicyConfig:
             raise ValueError(f"burst_headroom must be >= 0, got {self.burst_headroom}")
         if not (self.spare_replicas >= 0 and math.isfinite(self.spare_replicas)):
             raise ValueError(f"spare_replicas must be >= 0, got {self.spare_replicas}")
+        if not self.surge_half_life_seconds > 0:
+            raise ValueError(
+                f"surge_half_life_seconds must be > 0, got {self.surge_half_life_seconds}"
+            )
+        floor = self.min_burst_headroom
+        if floor is not None and not 0 <= floor <= self.burst_headroom:
+            raise ValueError(
+                f"min_burst_headroom must be within 0..burst_headroom ({self.burst_headroom}), "
+                f"got {floor}"
+            )
 
     @classmethod
     def from_spec(
@@ -266,6 +303,7 @@ class PolicyConfig:
             kv_cache_usage_ceiling=spec.kv_cache_usage_ceiling,
             target_utilization=DEFAULT_TARGET_UTILIZATION if explicit is None else explicit,
             burst_headroom=DEFAULT_BURST_HEADROOM if explicit is None else 0.0,
+            min_burst_headroom=DEFAULT_MIN_BURST_HEADROOM if explicit is None else None,
             scale_up=spec.scale_up,
             scale_down=spec.scale_down,
             min_from=min_from,
@@ -696,12 +734,65 @@ def _fewest_replicas(config: PolicyConfig, demand: _Demand, slack: float, headro
     return n
 
 
-def decide_replicas(config: PolicyConfig, inputs: ScalingInputs) -> ScaleDecision:
-    """One evaluation: the desired replica count, why, and the history to persist."""
-    if inputs.ready > 0 and not inputs.samples:
-        return _hold_without_data(config, inputs)
+def surge_size(
+    arrivals: Sequence[tuple[float, float]], now: float, rate: float | None, mu: float | None
+) -> float | None:
+    """How far arrivals rose to ``rate`` from their lowest of the last
+    :data:`SURGE_LOOKBACK_SECONDS` (``arrivals``, before ``now``), in full replicas (``mu``
+    requests/s each) per square root of the load they rose from (at least one replica's): the
+    burst headroom coefficient that would have carried the rise. None when unknown."""
+    earlier = [r for t, r in arrivals if now - SURGE_LOOKBACK_SECONDS <= t < now]
+    if rate is None or not mu or not earlier:
+        return None
+    low = min(earlier)
+    return max(0.0, rate - low) / mu / math.sqrt(max(low / mu, 1.0))
+
+
+def surge_headroom(config: PolicyConfig, surge: tuple[float, float] | None, now: float) -> float:
+    """The burst headroom coefficient at ``now`` after the surge ``(time, size)``: its size
+    (at most ``burst_headroom``) decaying towards ``min_burst_headroom`` with a half-life of
+    ``surge_half_life_seconds``; ``burst_headroom`` when it is fixed or nothing was seen."""
+    floor = config.min_burst_headroom
+    if floor is None or surge is None:
+        return config.burst_headroom
+    seen, size = surge
+    decay = math.pow(0.5, max(0.0, now - seen) / config.surge_half_life_seconds)
+    return floor + (min(max(size, floor), config.burst_headroom) - floor) * decay
+
+
+def _new_surge(
+    config: PolicyConfig, history: ScaleHistory, now: float, load: LoadEstimate
+) -> tuple[float, float] | None:
+    """The surge to remember after this evaluation, when it replaces the history's: the first
+    arrivals measured start at the full ``burst_headroom`` (nothing is known of their
+    volatility yet); later, a rise larger than what the remembered one calls for now."""
+    if config.min_burst_headroom is None or load.arrival_rate is None:
+        return None
+    if history.surge is None:
+        return (now, config.burst_headroom)
+    size = surge_size(history.arrivals, now, load.arrival_rate, load.throughput)
+    if size is None or size <= surge_headroom(config, history.surge, now):
+        return None
+    return (now, round(min(size, config.burst_headroom), 3))
+
+
+def _with_surge_headroom(
+    config: PolicyConfig, surge: tuple[float, float] | None, now: float
+) -> PolicyConfig:
+    """``config`` with the burst headroom (and the spare, when it follows) of ``now``."""
+    headroom = surge_headroom(config, surge, now)
+    if headroom == config.burst_headroom:
+        return config
+    spare = config.spare_replicas
+    if config.spare_follows_surge and config.burst_headroom > 0:
+        spare *= headroom / config.burst_headroom
+    return replace(config, burst_headroom=headroom, spare_replicas=spare, min_burst_headroom=None)
+
+
+def _estimate(config: PolicyConfig, inputs: ScalingInputs) -> LoadEstimate:
     history = inputs.history
-    load = estimate_load(
+    learned = history.capacity_for(config.gpu_type)
+    return estimate_load(
         config,
         inputs.samples or (),
         inputs.ready,
@@ -710,8 +801,21 @@ def decide_replicas(config: PolicyConfig, inputs: ScalingInputs) -> ScaleDecisio
         history.throughput[1] if history.throughput else None,
         inputs.now,
         history.saturated_since,
-        learned.capacity if (learned := history.capacity_for(config.gpu_type)) else None,
+        learned.capacity if learned else None,
     )
+
+
+def decide_replicas(config: PolicyConfig, inputs: ScalingInputs) -> ScaleDecision:
+    """One evaluation: the desired replica count, why, and the history to persist."""
+    if inputs.ready > 0 and not inputs.samples:
+        return _hold_without_data(config, inputs)
+    load = _estimate(config, inputs)
+    surge = _new_surge(config, inputs.history, inputs.now, load)
+    arrivals = load.arrival_rate if config.min_burst_headroom is not None else None
+    adapted = _with_surge_headroom(config, surge or inputs.history.surge, inputs.now)
+    if adapted is not config:
+        config = adapted
+        load = _estimate(config, inputs)
     partial = 0 < len(inputs.samples or ()) < inputs.ready or inputs.arrival_rate_missing
     rec = _recommend(config, inputs, load, load.n_fit, load.n_down, partial)
     # The same without the burst headroom: what the load measured now needs.
@@ -719,7 +823,7 @@ def decide_replicas(config: PolicyConfig, inputs: ScalingInputs) -> ScaleDecisio
     target, recorded = _stabilized(config, inputs, rec, base)
     desired, limited = _rate_limited(config, inputs, target)
     reason = _reason(_Explanation(config, inputs, load, rec, target, desired, limited, partial))
-    return _finish(config, inputs, desired, rec, reason, partial, load, recorded)
+    return _finish(config, inputs, desired, rec, reason, partial, load, recorded, (arrivals, surge))
 
 
 def _finish(
@@ -731,6 +835,7 @@ def _finish(
     degraded: bool,
     load: LoadEstimate | None,
     recorded: int | None,
+    arrivals: tuple[float | None, tuple[float, float] | None] = (None, None),
 ) -> ScaleDecision:
     """The decision for ``desired`` held within the bounds, with the history to persist."""
     lo, hi = config.min_replicas, config.max_replicas
@@ -750,6 +855,9 @@ def _finish(
         throughput=_relearned(load, inputs.now),
         saturated=None if load is None else load.queueing,
         capacity=_relearned_capacity(config, load, inputs.now),
+        arrival_rate=None if arrivals[0] is None else round(arrivals[0], 3),
+        arrival_horizon=SURGE_LOOKBACK_SECONDS,
+        surge=arrivals[1],
     )
     direction: Direction = "up" if change > 0 else "down" if change < 0 else "hold"
     prior = None

@@ -68,23 +68,104 @@ def test_status_scale_times_keep_milliseconds_and_read_offsets() -> None:
 
 @pytest.mark.parametrize(
     "entry",
-    ["nope", "x=3", "1718000000=", "1718000000=+0", "1=-x", "1=@0", "inf=2", "1=-", "1=~-1", "1=~"],
+    [
+        "nope",
+        "x=3",
+        "1718000000=",
+        "1718000000=+0",
+        "1=-x",
+        "1=@0",
+        "inf=2",
+        "1=-",
+        "1=~-1",
+        "1=~",
+        "1=^-1",
+        "1=^",
+        "1=^nan",
+    ],
 )
 def test_malformed_entries_are_refused(entry: str) -> None:
     with pytest.raises(ValueError, match="autoscaling history entry"):
         history_from_strings([entry])
 
 
-def test_arrival_rates_an_earlier_version_kept_are_read_and_dropped() -> None:
-    """Earlier versions kept ``=~`` arrival rates for a trend; a status holding them still
-    loads (an upgraded operator resumes its windows) and the next write leaves them out."""
+def test_arrival_rates_and_the_surge_round_trip_through_the_status() -> None:
+    """The arrival rates (``=~``) and the surge (``=^``) a restarted operator needs to keep its
+    burst headroom come back from the status; a later surge wins over an earlier one."""
     history = history_from_strings(
-        ["1717999985=~11.75", "1718000000=4", "1718000000=~12.5", "1717999000=@4.07"]
+        [
+            "1717999985=~11.75",
+            "1718000000=4",
+            "1718000000=~12.5",
+            "1717999000=@4.07",
+            "1717990000=^2",
+            "1717999900=^1.25",
+        ]
     )
     assert history == ScaleHistory(
-        recommendations=((1718000000.0, 4),), throughput=(1717999000.0, 4.07)
+        recommendations=((1718000000.0, 4),),
+        throughput=(1717999000.0, 4.07),
+        arrivals=((1717999985.0, 11.75), (1718000000.0, 12.5)),
+        surge=(1717999900.0, 1.25),
     )
-    assert history_to_strings(history) == ["1718000000=4", "1717999000=@4.07"]
+    assert history_to_strings(history) == [
+        "1717999985=~11.75",
+        "1718000000=4",
+        "1718000000=~12.5",
+        "1717999900=^1.25",
+        "1717999000=@4.07",
+    ]
+    assert history_from_strings(history_to_strings(history)) == history
+
+
+def test_arrival_rates_are_kept_for_the_horizon_the_lowest_of_each_twelfth() -> None:
+    """With a 120 s horizon (10 s slots): rates older than 120 s go; of two rates in one slot
+    the lower stays (a later lower one replaces an earlier, an earlier lower one is kept); an
+    evaluation without a rate adds none. However often it evaluates, 13 rates at most."""
+    history = ScaleHistory()
+    steps = [(0, 1.0), (60, 2.0), (61, 1.5), (69, 1.8), (120, 3.0), (180, 4.0), (181, None)]
+    for t, rate in steps:
+        history = history.record(
+            float(t),
+            1,
+            0,
+            up_window=0,
+            down_window=0,
+            event_horizon=0,
+            arrival_rate=rate,
+            arrival_horizon=120.0,
+        )
+    assert history.arrivals == ((61.0, 1.5), (120.0, 3.0), (180.0, 4.0))
+    kept = history.record(
+        190.0,
+        1,
+        0,
+        up_window=0,
+        down_window=0,
+        event_horizon=0,
+        arrival_horizon=120.0,
+        surge=(190.0, 0.5),
+    )
+    assert kept.arrivals == ((120.0, 3.0), (180.0, 4.0))
+    assert kept.surge == (190.0, 0.5)
+    assert kept.record(200.0, 1, 0, up_window=0, down_window=0, event_horizon=0).surge == (
+        190.0,
+        0.5,
+    )
+    rising = ScaleHistory()
+    for t in range(1000):  # every second, a rate higher than the last
+        rising = rising.record(
+            float(t),
+            None,
+            0,
+            up_window=0,
+            down_window=0,
+            event_horizon=0,
+            arrival_rate=float(t),
+            arrival_horizon=120.0,
+        )
+    assert len(rising.arrivals) <= 13
+    assert rising.arrivals[0] == (880.0, 880.0)
 
 
 def test_compaction_keeps_what_a_window_can_still_need() -> None:
