@@ -33,8 +33,9 @@ plus requests held upstream), ``W`` the requests waiting, ``F`` the sequences a 
 * ``n_rate = ceil(max(R / target_utilization, R + H(R)))``: 80% of a full replica's
   throughput (queueing delay grows as ``u / (1 - u)``), or the load plus the **burst
   headroom** ``H(R) = min(2 R, c x sqrt(R)) + min(1, R)`` where that is more (``c`` follows
-  the surges of arrivals, below): spare throughput for a burst while new replicas start, and one spare
-  replica (N+1: one lost to a node failure or a restart leaves the others carrying the load).
+  the surges of arrivals, below): spare throughput for a burst while new replicas start, and
+  one spare replica (N+1: one lost to a node failure or a restart leaves the others carrying
+  the load).
   A load's fluctuations grow as the square root of its size (square-root staffing), so small
   fleets keep relatively more (3 spare replicas at a load of 1, 5 at 4, 9 at 16) and a load of
   a fraction of a replica at most three times itself. Where the headroom is the larger it
@@ -760,6 +761,18 @@ def surge_headroom(config: PolicyConfig, surge: tuple[float, float] | None, now:
     return floor + (min(max(size, floor), config.burst_headroom) - floor) * decay
 
 
+class _Arrivals(NamedTuple):
+    """What an evaluation adds to the history for the burst headroom."""
+
+    rate: float | None
+    """The arrival rate to keep (None: none, or the headroom is fixed)."""
+    surge: tuple[float, float] | None
+    """A surge that replaces the history's, else None."""
+
+
+_NO_ARRIVALS = _Arrivals(None, None)
+
+
 def _new_surge(
     config: PolicyConfig, history: ScaleHistory, now: float, load: LoadEstimate
 ) -> tuple[float, float] | None:
@@ -810,9 +823,11 @@ def decide_replicas(config: PolicyConfig, inputs: ScalingInputs) -> ScaleDecisio
     if inputs.ready > 0 and not inputs.samples:
         return _hold_without_data(config, inputs)
     load = _estimate(config, inputs)
-    surge = _new_surge(config, inputs.history, inputs.now, load)
-    arrivals = load.arrival_rate if config.min_burst_headroom is not None else None
-    adapted = _with_surge_headroom(config, surge or inputs.history.surge, inputs.now)
+    arrivals = _Arrivals(
+        load.arrival_rate if config.min_burst_headroom is not None else None,
+        _new_surge(config, inputs.history, inputs.now, load),
+    )
+    adapted = _with_surge_headroom(config, arrivals.surge or inputs.history.surge, inputs.now)
     if adapted is not config:
         config = adapted
         load = _estimate(config, inputs)
@@ -823,7 +838,7 @@ def decide_replicas(config: PolicyConfig, inputs: ScalingInputs) -> ScaleDecisio
     target, recorded = _stabilized(config, inputs, rec, base)
     desired, limited = _rate_limited(config, inputs, target)
     reason = _reason(_Explanation(config, inputs, load, rec, target, desired, limited, partial))
-    return _finish(config, inputs, desired, rec, reason, partial, load, recorded, (arrivals, surge))
+    return _finish(config, inputs, desired, rec, reason, partial, load, recorded, arrivals)
 
 
 def _finish(
@@ -835,7 +850,7 @@ def _finish(
     degraded: bool,
     load: LoadEstimate | None,
     recorded: int | None,
-    arrivals: tuple[float | None, tuple[float, float] | None] = (None, None),
+    arrivals: _Arrivals = _NO_ARRIVALS,
 ) -> ScaleDecision:
     """The decision for ``desired`` held within the bounds, with the history to persist."""
     lo, hi = config.min_replicas, config.max_replicas
@@ -855,9 +870,9 @@ def _finish(
         throughput=_relearned(load, inputs.now),
         saturated=None if load is None else load.queueing,
         capacity=_relearned_capacity(config, load, inputs.now),
-        arrival_rate=None if arrivals[0] is None else round(arrivals[0], 3),
+        arrival_rate=None if arrivals.rate is None else round(arrivals.rate, 3),
         arrival_horizon=SURGE_LOOKBACK_SECONDS,
-        surge=arrivals[1],
+        surge=arrivals.surge,
     )
     direction: Direction = "up" if change > 0 else "down" if change < 0 else "hold"
     prior = None
