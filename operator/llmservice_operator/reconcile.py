@@ -43,6 +43,7 @@ from .adapters.smoke import run_smoke
 from .api import LLMService, SpecError, parse_llmservice
 from .api.status import AutoscalingStatus
 from .api.timestamps import from_rfc3339
+from .autoscale.history import decided_entries
 from .conditions import settle
 from .cost import cost_due, service_cost
 from .decide import Decision, decide, referenced_secrets
@@ -613,9 +614,7 @@ def _fingerprint(
 
 
 def _autoscaling_decision(raw: dict[str, Any]) -> tuple[Any, ...]:
-    """status.autoscaling without the times of its samples: what was decided, and the values
-    its windows keep ('<epoch>=<value>' entries; a saturation's start and a surge keep their
-    times; the arrival rates, '<epoch>=~<rate>', are samples and left out)."""
+    """status.autoscaling without the times of its samples: what was decided."""
     decided = tuple(
         raw.get(k)
         for k in (
@@ -628,12 +627,7 @@ def _autoscaling_decision(raw: dict[str, Any]) -> tuple[Any, ...]:
             "schedule",
         )
     )
-    values = tuple(
-        entry if entry.endswith("=!") or "=^" in entry else entry.partition("=")[2]
-        for entry in raw.get("recommendations") or []
-        if not entry.partition("=")[2].startswith("~")
-    )
-    return (*decided, values)
+    return (*decided, decided_entries(raw.get("recommendations") or []))
 
 
 def _fresher(

@@ -47,6 +47,7 @@ __all__ = [
     "MAX_STATUS_ENTRIES",
     "LearnedCapacity",
     "ScaleHistory",
+    "decided_entries",
     "format_epoch",
     "history_from_status",
     "history_from_strings",
@@ -276,6 +277,21 @@ def history_to_strings(history: ScaleHistory) -> list[str]:
     # The learned values are kept however long the list; the oldest entries go first.
     keep = MAX_STATUS_ENTRIES - len(learned)
     return texts[max(0, len(texts) - keep) :] + learned
+
+
+def decided_entries(entries: Iterable[str]) -> tuple[str, ...]:
+    """The entries of :func:`history_to_strings` that record decisions, without the times of
+    samples: what a status write is for. Recommendations and events keep only their values
+    (a window's evaluations move every time, what they decided seldom), the start of a
+    saturation and a surge keep their times (the time is what they decided), and arrival rates
+    are samples: left out."""
+    kept: list[str] = []
+    for entry in entries:
+        value = entry.partition("=")[2]
+        if value.startswith("~"):
+            continue
+        kept.append(entry if value == "!" or value.startswith("^") else value)
+    return tuple(kept)
 
 
 def history_from_strings(

@@ -18,7 +18,7 @@ from llmservice_operator.autoscale import (
     history_to_status,
     history_to_strings,
 )
-from llmservice_operator.autoscale.history import MAX_STATUS_ENTRIES
+from llmservice_operator.autoscale.history import MAX_STATUS_ENTRIES, decided_entries
 
 
 def test_strings_spell_recommendations_events_and_throughput() -> None:
@@ -252,3 +252,20 @@ def test_a_restarted_operator_continues_the_window() -> None:
         current_b = b.desired_replicas
         assert current_a == current_b
     assert current_a < 6  # it did scale down, after the window
+
+
+def test_decided_entries_keep_what_was_decided_and_drop_the_samples() -> None:
+    entries = history_to_strings(
+        ScaleHistory(
+            recommendations=((100.0, 3),),
+            events=((100.0, 2),),
+            throughput=(90.0, 4.07),
+            saturated_since=95.0,
+            arrivals=((100.0, 12.5),),
+            surge=(98.0, 1.25),
+        )
+    )
+    assert decided_entries(entries) == ("3", "+2", "98=^1.25", "95=!", "@4.07")
+    # The same decisions taken at a later evaluation, with new rates: nothing to write.
+    later = [e.replace("100=", "115=") for e in entries if "=~" not in e] + ["115=~30"]
+    assert decided_entries(later) == decided_entries(entries)
