@@ -29,9 +29,11 @@ import argparse
 import json
 import math
 import os
+import subprocess
 import sys
 import threading
 import time
+import urllib.request
 import uuid
 from collections.abc import Callable
 from datetime import datetime
@@ -39,6 +41,7 @@ from typing import Any
 
 import psutil
 from kubernetes import client, config, watch
+from prometheus_client.parser import text_string_to_metric_families
 
 from llmservice_dev.localcluster import ClusterInfo, LocalCluster
 from llmservice_dev.localcluster.binaries import cache_dir
@@ -50,6 +53,7 @@ from llmservice_dev.operator_chart import (
     load_operator_image,
     release_pods,
 )
+from llmservice_operator.adapters.ports_file import PORTS_FILE_NAME
 from llmservice_operator.api import GROUP, PLURAL, VERSION
 from llmservice_operator.render.labels import SERVICE
 
@@ -188,6 +192,39 @@ def operator_process(info: ClusterInfo) -> psutil.Process:
         if parts and parts[0] == container_id:
             return psutil.Process(int(parts[1]))
     raise RuntimeError("the operator's container is not running")
+
+
+def gc_pauses(info: ClusterInfo) -> str:
+    """The operator's garbage-collection pauses so far, per generation, from its /metrics
+    (on the host's loopback: the chart runs it in the host's network, on a port it writes to
+    its ports file): how many, their total, and the longest's bucket."""
+    [pod] = release_pods(info, RELEASE)
+    ports = json.loads(info.run_kubectl("-n", OPERATOR_NAMESPACE, "exec", pod["metadata"]["name"],
+                                        "--", "cat", f"/tmp/{PORTS_FILE_NAME}"))  # fmt: skip
+    with urllib.request.urlopen(f"http://127.0.0.1:{ports['metrics']}/metrics", timeout=10) as r:
+        text = r.read().decode()
+    count: dict[str, float] = {}
+    total: dict[str, float] = {}
+    buckets: dict[str, list[tuple[float, float]]] = {}
+    for family in text_string_to_metric_families(text):
+        if family.name != "llmservice_gc_pause_seconds":
+            continue
+        for sample in family.samples:
+            generation = sample.labels["generation"]
+            if sample.name.endswith("_count"):
+                count[generation] = sample.value
+            elif sample.name.endswith("_sum"):
+                total[generation] = sample.value
+            elif sample.name.endswith("_bucket"):
+                bound = float(sample.labels["le"])
+                buckets.setdefault(generation, []).append((bound, sample.value))
+    lines = []
+    for generation in sorted(count):
+        # The smallest bucket holding every pause bounds the longest one.
+        longest = min(b for b, n in buckets[generation] if n >= count[generation])
+        lines.append(f"generation {generation}: {count[generation]:.0f} in "
+                     f"{total[generation]:.2f}s, the longest <= {longest:g}s")  # fmt: skip
+    return "; ".join(lines)
 
 
 def _audit_time(stamp: str) -> datetime:
@@ -339,6 +376,10 @@ def run(count: int, workers: int, timeout: float) -> dict[str, float]:
           f"LLMService's watch event -> its Deployment's: p50 "
           f"{percentile(operator_part, 50):.2f}s, max {max(operator_part):.2f}s",
           file=sys.stderr)  # fmt: skip
+    try:
+        print(f"the operator's garbage-collection pauses: {gc_pauses(info)}", file=sys.stderr)
+    except (subprocess.CalledProcessError, OSError, KeyError, ValueError) as err:
+        print(f"the operator's garbage-collection pauses were not read: {err}", file=sys.stderr)
     sampling.set()
     created.stop()
     available.stop()

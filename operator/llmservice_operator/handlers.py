@@ -33,6 +33,7 @@ from .adapters.kube import CacheNotSynced, KubeAdapter
 from .adapters.metrics import OperatorMetrics
 from .api import GROUP, PLURAL, VERSION
 from .events import Event
+from .gc_pauses import SETTLE_INTERVAL_S, measure_pauses, settle
 from .reconcile import Reconciler
 from .render.labels import SERVICE
 from .settings import OperatorSettings
@@ -226,6 +227,13 @@ async def _resync(state: OperatorState) -> None:
             state.enqueue(key)
 
 
+async def _settle_gc(state: OperatorState) -> None:
+    """Keep the collector's full walks off the cached objects (gc_pauses)."""
+    while True:
+        settle(state.metrics.gc_frozen)
+        await asyncio.sleep(SETTLE_INTERVAL_S)
+
+
 async def _heartbeat(beat: Callable[[], None], period_s: float = 5.0) -> None:
     while True:
         beat()
@@ -275,6 +283,8 @@ def register(registry: kopf.OperatorRegistry, state: OperatorState) -> None:
             loop.create_task(_worker(state)) for _worker_index in range(state.settings.workers)
         ]
         state.tasks.append(loop.create_task(_resync(state)))
+        measure_pauses(state.metrics.gc_pause)
+        state.tasks.append(loop.create_task(_settle_gc(state)))
         if state.heartbeat is not None:
             state.tasks.append(loop.create_task(_heartbeat(state.heartbeat)))
 

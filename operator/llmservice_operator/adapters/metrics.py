@@ -71,6 +71,8 @@ class OperatorMetrics:
     managed_services: Gauge
     leader: Gauge
     evaluations: Counter
+    gc_pause: Histogram
+    gc_frozen: Gauge
     usage: ServiceUsage = field(default_factory=ServiceUsage)
 
     @classmethod
@@ -103,6 +105,18 @@ class OperatorMetrics:
             evaluations=Counter(
                 "llmservice_autoscaler_evaluations",
                 "Operator-mode autoscaling evaluations (each service, each interval)",
+                registry=registry,
+            ),
+            gc_pause=Histogram(
+                "llmservice_gc_pause_seconds",
+                "How long each cyclic garbage collection stopped the operator",
+                ["generation"],
+                buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5),
+                registry=registry,
+            ),
+            gc_frozen=Gauge(
+                "llmservice_gc_frozen_objects",
+                "Objects frozen out of the garbage collector's walks (gc.freeze) still alive",
                 registry=registry,
             ),
             leader=Gauge(
