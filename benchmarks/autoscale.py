@@ -70,6 +70,7 @@ from .frontier import (
     BaselineContext,
     Point,
     Setting,
+    across_table,
     baseline_settings,
     dump,
     frontier_json,
@@ -461,6 +462,13 @@ def _parser() -> argparse.ArgumentParser:
         "breakdown of its run against the point it is compared with (late requests, replicas)",
     )
     parser.add_argument(
+        "--across",
+        nargs="+",
+        type=Path,
+        help="no simulation: the goals of whole --frontier --json runs (one per file, e.g. a seed "
+        "and arrival mode each, labelled by the file's name) side by side, and how many meet each",
+    )
+    parser.add_argument(
         "--merge",
         nargs="+",
         type=Path,
@@ -495,6 +503,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.merge:
         return merge(args.merge, args)
+    if args.across:
+        return across(args.across)
     router: Router = "least" if args.router == "least" else "p2c"
 
     started = time.perf_counter()
@@ -707,13 +717,23 @@ def report_frontier(
             print(f"plot: {args.plot}")
 
 
+def _read_frontier(path: Path) -> dict[str, list[Point]]:
+    """The points of a --frontier --json run's output (the JSON object ends it)."""
+    text = path.read_text()
+    return points_from_json(json.loads(text[text.index('{"traces"') :]))
+
+
+def across(paths: Sequence[Path]) -> int:
+    """The goals of whole --frontier --json runs side by side, a row per run and trace."""
+    print(across_table({path.stem: _read_frontier(path) for path in paths}))
+    return 0
+
+
 def merge(paths: Sequence[Path], args: argparse.Namespace) -> int:
     """The tables and goals of earlier --frontier --json runs, merged."""
     merged: dict[str, dict[tuple[str, str], Point]] = {}
     for path in paths:
-        text = path.read_text()
-        data = json.loads(text[text.index('{"traces"') :])
-        for trace, points in points_from_json(data).items():
+        for trace, points in _read_frontier(path).items():
             for p in points:
                 merged.setdefault(trace, {})[(p.scaler, p.setting)] = p
     frontier = {trace: list(points.values()) for trace, points in merged.items()}

@@ -44,6 +44,7 @@ __all__ = [
     "Point",
     "Setting",
     "Summary",
+    "across_table",
     "baseline_settings",
     "frontier_json",
     "frontier_table",
@@ -258,6 +259,10 @@ OPERATOR_VARIANTS: tuple[OperatorVariant, ...] = (
 )
 
 
+#: The shipped rule's label among the operator's settings.
+DEFAULT_SETTING = OPERATOR_VARIANTS[0].label
+
+
 def operator_settings(
     config: PolicyConfig,
     make: Callable[[PolicyConfig], OperatorScaler],
@@ -429,6 +434,69 @@ def goal_lines(traces: Mapping[str, Sequence[Point]], realistic: str = "day") ->
                     f"{'reached' if c.attainment >= s.static.attainment else 'not reached'})"
                 )
     return out
+
+
+def _ratio(op: Point | None, base: Point | None) -> str:
+    if base is None:
+        return "-"
+    return "never" if op is None else f"{op.gpu_hours / base.gpu_hours:.2f}x"
+
+
+def _gh(point: Point | None) -> str:
+    return "-" if point is None else f"{point.gpu_hours:.2f} ({point.attainment:.2%})"
+
+
+def across_table(runs: Mapping[str, Mapping[str, Sequence[Point]]]) -> str:
+    """The goals of several whole frontiers (``runs``: a label, e.g. the seed and arrival mode,
+    to each run's traces), a row per run and trace, then how many rows meet each goal. GPU-hours
+    (TTFT <= 2 s); "baseline": at 99% the operator's cheapest against the best baseline's (or,
+    where none reaches 99%, the operator at the best baseline's attainment against it);
+    "static": the operator's cheapest at the static fleet's attainment against it; the default
+    and its cold start."""
+    lines = [
+        "| run | trace | operator at 99% | best baseline at 99% | ratio | baseline goal "
+        "| static | operator at static's | static goal | default | cold - warm (points) |",
+        "|---|---|---:|---|---:|---|---:|---:|---|---:|---:|",
+    ]
+    met = {"baseline": 0, "static": 0, "cold": 0}
+    rows = 0
+    for label, traces in runs.items():
+        for trace, points in traces.items():
+            s = summarize(points)
+            rows += 1
+            default = next(
+                (p for p in points if (p.scaler, p.setting) == (OPERATOR, DEFAULT_SETTING)), None
+            )
+            cold = next((p for p in points if p.scaler == OPERATOR_COLD), None)
+            warm = next(
+                (p for p in points if p.scaler == OPERATOR and cold and p.setting == cold.setting),
+                None,
+            )
+            gap = None if cold is None or warm is None else (warm.attainment - cold.attainment)
+            met["baseline"] += s.baseline_goal_met
+            met["static"] += s.static_goal_met
+            met["cold"] += gap is not None and gap * 100 <= 0.5 + 1e-9
+            if s.best_baseline_at_99 is not None:
+                base = f"{s.best_baseline_at_99.scaler} {_gh(s.best_baseline_at_99)}"
+                ratio = _ratio(s.operator_at_99, s.best_baseline_at_99)
+            else:
+                b = s.cheapest_baseline_best
+                base = f"none; best {b.scaler} {_gh(b)}"
+                op = s.operator_at_baseline_best
+                ratio = "never" if op is None else f"{op.gpu_hours / b.gpu_hours:.2f}x at its"
+            lines.append(
+                f"| {label} | {trace} | {_gh(s.operator_at_99)} | {base} | {ratio} "
+                f"| {'met' if s.baseline_goal_met else '**missed**'} | {_gh(s.static)} "
+                f"| {_gh(s.operator_at_static)} "
+                f"| {'met' if s.static_goal_met else '**missed**'} | {_gh(default)} "
+                f"| {'-' if gap is None else f'{-gap * 100:+.2f}'} |"
+            )
+    lines.append("")
+    lines.append(
+        f"{rows} runs of a trace: the baseline goal met on {met['baseline']}, the static fleet "
+        f"on {met['static']}, cold within 0.5 points of warm on {met['cold']}."
+    )
+    return "\n".join(lines)
 
 
 def frontier_json(traces: Mapping[str, Sequence[Point]]) -> dict[str, Any]:
