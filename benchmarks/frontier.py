@@ -483,7 +483,11 @@ def across_table(runs: Mapping[str, Mapping[str, Sequence[Point]]]) -> str:
                 b = s.cheapest_baseline_best
                 base = f"none; best {b.scaler} {_gh(b)}"
                 op = s.operator_at_baseline_best
-                ratio = "never" if op is None else f"{op.gpu_hours / b.gpu_hours:.2f}x at its"
+                ratio = (
+                    "never"
+                    if op is None
+                    else f"{op.gpu_hours / b.gpu_hours:.2f}x at {b.attainment:.2%}"
+                )
             lines.append(
                 f"| {label} | {trace} | {_gh(s.operator_at_99)} | {base} | {ratio} "
                 f"| {'met' if s.baseline_goal_met else '**missed**'} | {_gh(s.static)} "
