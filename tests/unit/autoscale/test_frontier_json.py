@@ -31,8 +31,8 @@ def test_across_runs_a_row_per_run_and_trace_and_the_goals_counted() -> None:
     from benchmarks.frontier import DEFAULT_SETTING, OPERATOR_COLD, across_table
 
     met = [
-        Point(OPERATOR, DEFAULT_SETTING, 20.0, 0.994),
         Point(OPERATOR, "targetUtilization 0.65", 15.0, 0.991),
+        Point(OPERATOR, DEFAULT_SETTING, 20.0, 0.994),
         Point(OPERATOR_COLD, DEFAULT_SETTING, 22.0, 0.990),
         Point("HPA KV", "target 0.1", 21.0, 0.9915),
         Point(STATIC, "peak minute at 90%", 21.0, 0.989),
