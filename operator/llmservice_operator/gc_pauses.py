@@ -10,9 +10,11 @@ cycles, so reference counting frees a cached object as soon as a watch event rep
 (:func:`gc.freeze`), which later collections skip; the operator runs it once the caches have
 synced and every :data:`SETTLE_INTERVAL_S` after. Its own collection walks only what was not
 frozen yet: short, except the first after a burst of new services, which walks the burst's
-objects once. The price: an object frozen alive that later becomes part of a garbage cycle is
-never reclaimed. ``llmservice_gc_frozen_objects`` counts the frozen objects still alive, so a
-leak would show as growth without more services.
+objects once. The price: an object frozen alive that later becomes part of a garbage cycle
+(a closed watch stream's, say) is not reclaimed while frozen, so every :data:`THAW_EVERY`
+settles (an hour) the objects are thawed first and one full collection walks them all: one
+long pause an hour instead of one every few minutes, and no leak that outlives the hour.
+``llmservice_gc_frozen_objects`` counts the frozen objects still alive.
 
 :func:`measure_pauses` times every collection into ``llmservice_gc_pause_seconds`` and logs
 the long ones.
@@ -27,20 +29,26 @@ from typing import Any
 
 from prometheus_client import Gauge, Histogram
 
-__all__ = ["LONG_PAUSE_S", "SETTLE_INTERVAL_S", "measure_pauses", "settle"]
+__all__ = ["LONG_PAUSE_S", "SETTLE_INTERVAL_S", "THAW_EVERY", "measure_pauses", "settle"]
 
 log = logging.getLogger(__name__)
 
 #: How often :func:`settle` runs: what was allocated since the last one is walked by the
 #: collector until then.
 SETTLE_INTERVAL_S = 30.0
+#: Every this many settles, the frozen objects are thawed and walked once (cycles among them
+#: reclaimed).
+THAW_EVERY = 120
 #: A collection at least this long is logged.
 LONG_PAUSE_S = 0.1
 
 
-def settle(frozen: Gauge | None = None) -> float:
-    """Collect what is not frozen yet, then freeze what is alive; the seconds it took."""
+def settle(frozen: Gauge | None = None, *, thaw: bool = False) -> float:
+    """Collect what is not frozen yet (with ``thaw``, everything), then freeze what is alive;
+    the seconds it took."""
     started = time.perf_counter()
+    if thaw:
+        gc.unfreeze()
     gc.collect()
     gc.freeze()
     if frozen is not None:

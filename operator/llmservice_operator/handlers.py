@@ -19,6 +19,7 @@ What wakes a service:
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import time
 from collections.abc import Callable, Iterable
@@ -33,7 +34,7 @@ from .adapters.kube import CacheNotSynced, KubeAdapter
 from .adapters.metrics import OperatorMetrics
 from .api import GROUP, PLURAL, VERSION
 from .events import Event
-from .gc_pauses import SETTLE_INTERVAL_S, measure_pauses, settle
+from .gc_pauses import SETTLE_INTERVAL_S, THAW_EVERY, measure_pauses, settle
 from .reconcile import Reconciler
 from .render.labels import SERVICE
 from .settings import OperatorSettings
@@ -229,8 +230,8 @@ async def _resync(state: OperatorState) -> None:
 
 async def _settle_gc(state: OperatorState) -> None:
     """Keep the collector's full walks off the cached objects (gc_pauses)."""
-    while True:
-        settle(state.metrics.gc_frozen)
+    for round_ in itertools.count(1):
+        settle(state.metrics.gc_frozen, thaw=round_ % THAW_EVERY == 0)
         await asyncio.sleep(SETTLE_INTERVAL_S)
 
 

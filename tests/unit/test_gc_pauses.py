@@ -93,3 +93,20 @@ def test_every_collection_is_timed_and_a_long_one_logged(
     assert registry.get_sample_value("pause_count", {"generation": "2"}) == 2
     assert registry.get_sample_value("pause_sum", {"generation": "2"}) >= gc_pauses.LONG_PAUSE_S
     assert "garbage collection of generation 2 paused the process" in caplog.text
+
+
+def test_a_cycle_frozen_alive_is_reclaimed_at_the_next_thaw() -> None:
+    import weakref
+
+    class Node:
+        pass
+
+    node = Node()
+    node.me = node  # type: ignore[attr-defined]
+    alive = weakref.ref(node)
+    gc_pauses.settle()  # frozen while alive
+    del node
+    gc_pauses.settle()
+    assert alive() is not None  # unreachable, but frozen: no walk finds it
+    gc_pauses.settle(thaw=True)
+    assert alive() is None

@@ -277,3 +277,21 @@ def test_the_llmservice_event_handler_runs_on_the_event_loop() -> None:
 
     key, cached = asyncio.run(scenario())
     assert key == KEY and cached == 0
+
+
+def test_the_collector_is_settled_every_round_and_thawed_every_thaw_every(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    thaws: list[bool] = []
+    monkeypatch.setattr(handlers, "SETTLE_INTERVAL_S", 0.0)
+    monkeypatch.setattr(handlers, "THAW_EVERY", 3)
+    monkeypatch.setattr(handlers, "settle", lambda _gauge, *, thaw: thaws.append(thaw))
+
+    async def rounds() -> None:
+        task = asyncio.create_task(handlers._settle_gc(_state()))
+        while len(thaws) < 7:
+            await asyncio.sleep(0)
+        task.cancel()
+
+    asyncio.run(rounds())
+    assert thaws[:7] == [False, False, True, False, False, True, False]
