@@ -422,17 +422,13 @@ def goal_lines(traces: Mapping[str, Sequence[Point]], realistic: str = "day") ->
             f"{trace}: static {_p(s.static)}; the operator at >= its attainment "
             f"{_p(s.operator_at_static)} ({kind}: {verdict})"
         )
-        cold = [p for p in points if p.scaler == OPERATOR_COLD]
-        warm = {p.setting: p for p in points if p.scaler == OPERATOR}
-        for c in cold:
-            w = warm.get(c.setting)
-            if w is not None:
-                gap = (w.attainment - c.attainment) * 100
-                out.append(
-                    f"{trace}: cold {_p(c)} against warm {_p(w)}: {gap:+.2f} points behind "
-                    f"(goal <= 0.5: {'met' if gap <= 0.5 + 1e-9 else 'missed'}; static "
-                    f"{'reached' if c.attainment >= s.static.attainment else 'not reached'})"
-                )
+        for c, w in _cold_and_warm(points):
+            gap = (w.attainment - c.attainment) * 100
+            out.append(
+                f"{trace}: cold {_p(c)} against warm {_p(w)}: {gap:+.2f} points behind "
+                f"(goal <= 0.5: {'met' if gap <= 0.5 + 1e-9 else 'missed'}; static "
+                f"{'reached' if c.attainment >= s.static.attainment else 'not reached'})"
+            )
     return out
 
 
@@ -444,6 +440,12 @@ def _ratio(op: Point | None, base: Point | None) -> str:
 
 def _gh(point: Point | None) -> str:
     return "-" if point is None else f"{point.gpu_hours:.2f} ({point.attainment:.2%})"
+
+
+def _cold_and_warm(points: Sequence[Point]) -> list[tuple[Point, Point]]:
+    """Each cold-start point of the operator with its warm point of the same setting."""
+    warm = {p.setting: p for p in points if p.scaler == OPERATOR}
+    return [(c, warm[c.setting]) for c in points if c.scaler == OPERATOR_COLD and c.setting in warm]
 
 
 def across_table(runs: Mapping[str, Mapping[str, Sequence[Point]]]) -> str:
@@ -467,12 +469,8 @@ def across_table(runs: Mapping[str, Mapping[str, Sequence[Point]]]) -> str:
             default = next(
                 (p for p in points if (p.scaler, p.setting) == (OPERATOR, DEFAULT_SETTING)), None
             )
-            cold = next((p for p in points if p.scaler == OPERATOR_COLD), None)
-            warm = next(
-                (p for p in points if p.scaler == OPERATOR and cold and p.setting == cold.setting),
-                None,
-            )
-            gap = None if cold is None or warm is None else (warm.attainment - cold.attainment)
+            pair = next(iter(_cold_and_warm(points)), None)
+            gap = None if pair is None else pair[1].attainment - pair[0].attainment
             met["baseline"] += s.baseline_goal_met
             met["static"] += s.static_goal_met
             met["cold"] += gap is not None and gap * 100 <= 0.5 + 1e-9
