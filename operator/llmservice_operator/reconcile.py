@@ -491,7 +491,9 @@ class Reconciler:
         now: datetime,
     ) -> dict[str, Any]:
         """The status to write: the autoscaler's new samples stay in memory unless its
-        decision changed or what is written is older than AUTOSCALING_PERSIST_S."""
+        decision changed or what is written is older than AUTOSCALING_PERSIST_S. An evaluation
+        that changed nothing but its own time (a service holding without metrics) is never
+        written: the next operator would resume from the same history."""
         current = (body.get("status") or {}).get("autoscaling")
         wanted = desired.get("autoscaling")
         if scaling is None or current is None or wanted is None:
@@ -501,7 +503,12 @@ class Reconciler:
         stale = memory.persisted_at is None or (now - memory.persisted_at).total_seconds() >= (
             AUTOSCALING_PERSIST_S
         )
-        return desired if stale else {**desired, "autoscaling": current}
+        if not stale:
+            return {**desired, "autoscaling": current}
+        if _but_evaluation_time(current) == _but_evaluation_time(wanted):
+            memory.persisted_at = now  # nothing new to persist: as good as written now
+            return {**desired, "autoscaling": current}
+        return desired
 
     def _persist_autoscaling_only(
         self,
@@ -628,6 +635,11 @@ def _autoscaling_decision(raw: dict[str, Any]) -> tuple[Any, ...]:
         )
     )
     return (*decided, decided_entries(raw.get("recommendations") or []))
+
+
+def _but_evaluation_time(raw: dict[str, Any]) -> dict[str, Any]:
+    """status.autoscaling without the time of its last evaluation."""
+    return {k: v for k, v in raw.items() if k != "lastEvaluationTime"}
 
 
 def _fresher(

@@ -341,6 +341,45 @@ def test_the_autoscalers_history_is_written_when_it_changes_or_every_few_minutes
     assert len(prometheus.queries) <= 4 * 25
 
 
+class SilentPrometheus:
+    """Answers every query with no series: the pods report no metrics."""
+
+    def query(self, promql: str) -> Any:
+        return []
+
+    def measure(self, checks: Any) -> dict[str, Any]:
+        return {}
+
+
+def test_a_service_holding_without_metrics_is_not_written_for_its_evaluation_times() -> None:
+    """Only lastEvaluationTime moves while the pods report nothing: the written history is
+    already what a restarted operator needs, so after the first evaluations no status write
+    follows, however long, and the next evaluation is still an interval away (no busy loop)."""
+    clock = [T0]
+    body = _body()
+    body["spec"]["scaling"] = {"mode": "operator", "minReplicas": 1, "maxReplicas": 2,
+                               "evaluationIntervalSeconds": 15}  # fmt: skip
+    kube = FakeKube(body)
+    reconciler = Reconciler(
+        kube, load_catalog(), "http://p:9090", prometheus=SilentPrometheus(), clock=lambda: clock[0]
+    )
+    for _ in range(2):  # its first evaluation waits for the replicas to load
+        reconciler.reconcile(copy.deepcopy(kube.body))
+        clock[0] += timedelta(seconds=15)
+    held = kube.body["status"]["autoscaling"]
+    assert held["degradedReason"], held  # holding, and saying why
+    written = []
+    for _ in range(48):  # twelve minutes: more than two AUTOSCALING_PERSIST_S
+        clock[0] += timedelta(seconds=15)
+        before = len(kube.status_patches)
+        result = reconciler.reconcile(copy.deepcopy(kube.body))
+        assert result.requeue_at == clock[0] + timedelta(seconds=15)
+        written.append(len(kube.status_patches) > before)
+    assert written == [False] * 48, written
+    evaluated = reconciler._memory[("ml", "chat")].autoscaling.last_evaluation_time  # type: ignore[union-attr]
+    assert evaluated is not None and evaluated > held["lastEvaluationTime"]
+
+
 def test_arrival_rates_alone_are_samples_and_a_new_surge_is_a_decision() -> None:
     """The status is not written for new arrival rates (they move at every evaluation) but is
     for a new surge (it changes the burst headroom the next operator resumes with)."""
