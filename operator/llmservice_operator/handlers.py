@@ -34,7 +34,7 @@ from .adapters.kube import CacheNotSynced, KubeAdapter
 from .adapters.metrics import OperatorMetrics
 from .api import GROUP, PLURAL, VERSION
 from .events import Event
-from .gc_pauses import SETTLE_INTERVAL_S, THAW_EVERY, measure_pauses, settle
+from .gc_pauses import COUNT_EVERY, SETTLE_INTERVAL_S, THAW_EVERY, measure_pauses, settle
 from .reconcile import Reconciler
 from .render.labels import SERVICE
 from .settings import OperatorSettings
@@ -231,7 +231,8 @@ async def _resync(state: OperatorState) -> None:
 async def _settle_gc(state: OperatorState) -> None:
     """Keep the collector's full walks off the cached objects (gc_pauses)."""
     for round_ in itertools.count(1):
-        settle(state.metrics.gc_frozen, thaw=round_ % THAW_EVERY == 0)
+        counted = state.metrics.gc_frozen if round_ % COUNT_EVERY == 1 else None
+        settle(counted, thaw=round_ % THAW_EVERY == 0)
         await asyncio.sleep(SETTLE_INTERVAL_S)
 
 

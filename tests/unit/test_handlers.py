@@ -279,19 +279,26 @@ def test_the_llmservice_event_handler_runs_on_the_event_loop() -> None:
     assert key == KEY and cached == 0
 
 
-def test_the_collector_is_settled_every_round_and_thawed_every_thaw_every(
+def test_the_collector_is_settled_every_round_thawed_and_counted_every_few(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    thaws: list[bool] = []
+    rounds_seen: list[tuple[bool, bool]] = []  # (counted, thawed)
     monkeypatch.setattr(handlers, "SETTLE_INTERVAL_S", 0.0)
     monkeypatch.setattr(handlers, "THAW_EVERY", 3)
-    monkeypatch.setattr(handlers, "settle", lambda _gauge, *, thaw: thaws.append(thaw))
+    monkeypatch.setattr(handlers, "COUNT_EVERY", 4)
+
+    def settle(gauge: object, *, thaw: bool) -> None:
+        rounds_seen.append((gauge is not None, thaw))
+
+    monkeypatch.setattr(handlers, "settle", settle)
 
     async def rounds() -> None:
         task = asyncio.create_task(handlers._settle_gc(_state()))
-        while len(thaws) < 7:
+        while len(rounds_seen) < 7:
             await asyncio.sleep(0)
         task.cancel()
 
     asyncio.run(rounds())
-    assert thaws[:7] == [False, False, True, False, False, True, False]
+    counted, thawed = zip(*rounds_seen[:7], strict=True)
+    assert thawed == (False, False, True, False, False, True, False)
+    assert counted == (True, False, False, False, True, False, False)
