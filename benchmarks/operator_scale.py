@@ -227,6 +227,13 @@ def gc_pauses(info: ClusterInfo) -> str:
     return "; ".join(lines)
 
 
+def _gc_pauses_or_why(info: ClusterInfo) -> str:
+    try:
+        return gc_pauses(info)
+    except (subprocess.CalledProcessError, OSError, KeyError, ValueError) as err:
+        return f"not read ({err})"
+
+
 def _audit_time(stamp: str) -> datetime:
     return datetime.fromisoformat(stamp.replace("Z", "+00:00"))
 
@@ -351,11 +358,16 @@ def run(count: int, workers: int, timeout: float) -> dict[str, float]:
         info, burst_since, datetime.now().astimezone(), count), file=sys.stderr)  # fmt: skip
 
     time.sleep(20)  # the last writes settle
+    pauses_before_rest = _gc_pauses_or_why(info)
     since, cpu0 = datetime.now().astimezone(), sum(process.cpu_times()[:2])
     time.sleep(IDLE_S)
     until, cpu1 = datetime.now().astimezone(), sum(process.cpu_times()[:2])
     idle_cores = (cpu1 - cpu0) / IDLE_S
     idle_rate = len(_operator_requests(info, since, until)) / count / IDLE_S
+    print(f"the operator's garbage-collection pauses before the {IDLE_S:g}s at rest: "
+          f"{pauses_before_rest}; after: {_gc_pauses_or_why(info)}", file=sys.stderr)  # fmt: skip
+    print(f"the operator's requests in the {IDLE_S:g}s at rest:\n"
+          + request_breakdown(info, since, until, count), file=sys.stderr)  # fmt: skip
 
     singles: list[float] = []
     kubectl_alone: list[float] = []
@@ -376,10 +388,7 @@ def run(count: int, workers: int, timeout: float) -> dict[str, float]:
           f"LLMService's watch event -> its Deployment's: p50 "
           f"{percentile(operator_part, 50):.2f}s, max {max(operator_part):.2f}s",
           file=sys.stderr)  # fmt: skip
-    try:
-        print(f"the operator's garbage-collection pauses: {gc_pauses(info)}", file=sys.stderr)
-    except (subprocess.CalledProcessError, OSError, KeyError, ValueError) as err:
-        print(f"the operator's garbage-collection pauses were not read: {err}", file=sys.stderr)
+    print(f"the operator's garbage-collection pauses: {_gc_pauses_or_why(info)}", file=sys.stderr)
     sampling.set()
     created.stop()
     available.stop()
