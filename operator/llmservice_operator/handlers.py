@@ -35,6 +35,7 @@ from .adapters.metrics import OperatorMetrics
 from .api import GROUP, PLURAL, VERSION
 from .events import Event
 from .gc_pauses import COUNT_EVERY, SETTLE_INTERVAL_S, THAW_EVERY, measure_pauses, settle
+from .laps import Laps
 from .reconcile import Reconciler
 from .render.labels import SERVICE
 from .settings import OperatorSettings
@@ -159,25 +160,28 @@ async def _worker(state: OperatorState) -> None:
         state.metrics.queue_wait.observe(waited)
         state.processing.add(key)
         started = time.monotonic()
+        laps: Laps | None = None
         try:
-            await _process(state, key)
+            laps = await _process(state, key)
         finally:
             took = time.monotonic() - started
             if took >= SLOW_RECONCILE_S:
-                log.info("%s/%s: reconciled in %.2fs after %.2fs in the queue", *key, took, waited)
+                log.info("%s/%s: reconciled in %.2fs after %.2fs in the queue (%s)", *key, took,
+                         waited, laps or "failed")  # fmt: skip
             state.processing.discard(key)
             if key in state.dirty:
                 state.dirty.discard(key)
                 state.enqueue(key)
 
 
-async def _process(state: OperatorState, key: Key) -> None:
+async def _process(state: OperatorState, key: Key) -> Laps | None:
+    """Reconcile ``key`` once; where its time went (None when it did not run or failed)."""
     assert state.reconciler is not None and state.kube is not None
     body = state.bodies.get(key)
     if body is None:
-        return
+        return None
     if body.get("metadata", {}).get("deletionTimestamp"):
-        return
+        return None
     try:
         result = await asyncio.to_thread(state.reconciler.reconcile, body)
         if result.events:  # most reconciles at rest have none: no second thread hop
@@ -190,12 +194,13 @@ async def _process(state: OperatorState, key: Key) -> None:
         log.log(level, "reconcile of %s/%s failed (retry %d in %.3gs): %s", *key, failures,
                 delay, err)  # fmt: skip
         state.schedule(key, delay)
-        return
+        return None
     state.failures.pop(key, None)
     if result.updated_body is not None and _newer(result.updated_body, state.bodies.get(key)):
         state.bodies[key] = result.updated_body
     if result.requeue_at is not None:
         state.schedule(key, (result.requeue_at - datetime.now(UTC)).total_seconds())
+    return result.laps
 
 
 def remember(state: OperatorState, key: Key, body: dict[str, Any]) -> bool:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
@@ -48,6 +48,7 @@ from .conditions import settle
 from .cost import cost_due, service_cost
 from .decide import Decision, decide, referenced_secrets
 from .events import Event
+from .laps import Laps
 from .observed import WORKLOAD_KINDS, ObservedState
 from .render.labels import REVISION
 from .render.load_test import LoadTestRuntime
@@ -112,6 +113,8 @@ class ReconcileResult:
     requeue_at: datetime | None
     #: The object after our status write (fresher than the watch cache), if we wrote.
     updated_body: dict[str, Any] | None = None
+    #: Where the reconcile's time went (set by Reconciler.reconcile).
+    laps: Laps | None = None
 
 
 @dataclass
@@ -191,8 +194,9 @@ class Reconciler:
 
     def reconcile(self, body: dict[str, Any], now: datetime | None = None) -> ReconcileResult:
         started = time.monotonic()
+        laps = Laps()
         try:
-            result = self._reconcile(body, now)
+            result = replace(self._reconcile(body, now, laps), laps=laps)
         except Exception:
             if self._metrics is not None:
                 self._metrics.errors.inc()
@@ -204,14 +208,19 @@ class Reconciler:
         return result
 
     # ------------------------------------------------------------------ the sequence
-    def _reconcile(self, body: dict[str, Any], fixed_now: datetime | None) -> ReconcileResult:
+    def _reconcile(
+        self, body: dict[str, Any], fixed_now: datetime | None, laps: Laps
+    ) -> ReconcileResult:
         now = fixed_now or self._clock()
         meta = body["metadata"]
         key: Key = (meta["namespace"], meta["name"])
         memory = self._memory.setdefault(key, _Memory())
         observed = self._kube.observe(key[0], key[1], referenced_secrets(body))
+        laps.lap("observe")
         plan = self._plan(body, memory)
+        laps.lap("plan")
         scaling = self._autoscale(key, plan, body, observed, memory, now) if plan else None
+        laps.lap("autoscale")
         fingerprint = _fingerprint(body, observed, scaling)
         timer_due = memory.decided_requeue_at is not None and now >= memory.decided_requeue_at
         if fingerprint == memory.fingerprint and not timer_due and not self._io.pending(key):
@@ -221,6 +230,7 @@ class Reconciler:
             body, observed, self._catalog, now, self._prometheus_url, scaling=scaling, plan=plan,
             load_test=self._load_test,
         )  # fmt: skip
+        laps.lap("decide")
         if decision.measure is not None or decision.smoke is not None:
             followed = self._follow_up(key, body, observed, decision, scaling, plan, fixed_now)
             if followed is None:  # its job runs in the background; it will notify us
@@ -228,8 +238,10 @@ class Reconciler:
             decision = followed
         self._account_cost(body, observed, plan, decision, now)
         applied = self._act(key, body, decision, observed, memory, now)
+        laps.lap("apply")
         status = self._status_to_write(decision.status, body, memory, scaling, now)
         updated = self._write_status(body, settle(status, None, meta.get("generation"), now), key)
+        laps.lap("status")
         if updated is not None and scaling is not None and status is decision.status:
             memory.persisted_at = now  # the new autoscaling record went with it
         # As of our own write: its watch event must not look like news.

@@ -22,6 +22,7 @@ from llmservice_operator.handlers import (
     register,
     remember,
 )
+from llmservice_operator.laps import Laps
 from llmservice_operator.reconcile import ReconcileResult
 from llmservice_operator.settings import OperatorSettings
 from llmservice_operator.workqueue import ROUTINE, SPEC_CHANGED, WorkQueue, priority_of
@@ -43,10 +44,12 @@ class SlowReconciler:
             self.running += 1
             self.calls += 1
             self.most = max(self.most, self.running)
-        time.sleep(0.05)
+        laps = Laps()
+        time.sleep(0.05)  # as if waiting on the API server: off the CPU
+        laps.lap("apply")
         with self.lock:
             self.running -= 1
-        return ReconcileResult([], False, 0, 0, None)
+        return ReconcileResult([], False, 0, 0, None, laps=laps)
 
 
 class NoEvents:
@@ -234,6 +237,8 @@ def test_a_worker_records_the_queue_wait_and_logs_a_slow_reconcile(
     assert 0.15 <= sample.value < 1.0
     [line] = [r.getMessage() for r in caplog.records if "reconciled in" in r.getMessage()]
     assert line.startswith("ml/chat: reconciled in 0.0") and "in the queue" in line, line
+    # Where the time went: the step that waited, and how little of it was on the CPU.
+    assert "(apply 0.05s; 0.00s on the CPU)" in line, line
 
 
 def test_kopf_keeps_no_diff_base_for_our_event_handler() -> None:

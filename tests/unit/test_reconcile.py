@@ -380,6 +380,30 @@ def test_a_service_holding_without_metrics_is_not_written_for_its_evaluation_tim
     assert evaluated is not None and evaluated > held["lastEvaluationTime"]
 
 
+def test_a_reconcile_says_where_its_time_went() -> None:
+    """Each step's wall time, in order: the whole sequence for a new service; an evaluation
+    at rest stops after the autoscaler (nothing else changed)."""
+    clock = [T0]
+    body = _body()
+    body["spec"]["scaling"] = {"mode": "operator", "minReplicas": 1, "maxReplicas": 2,
+                               "evaluationIntervalSeconds": 15}  # fmt: skip
+    kube = FakeKube(body)
+    reconciler = Reconciler(
+        kube, load_catalog(), "http://p:9090", prometheus=SilentPrometheus(), clock=lambda: clock[0]
+    )
+    results = []
+    for _ in range(4):
+        results.append(reconciler.reconcile(copy.deepcopy(kube.body)))
+        clock[0] += timedelta(seconds=15)
+    first, rest = results[0].laps, results[-1].laps
+    assert first is not None and rest is not None
+    steps = ["observe", "plan", "autoscale", "decide", "apply", "status"]
+    assert [step for step, _ in first.steps] == steps
+    assert [step for step, _ in rest.steps] == steps[:3]
+    assert all(seconds >= 0 for _, seconds in first.steps)
+    assert first.cpu_seconds > 0
+
+
 def test_arrival_rates_alone_are_samples_and_a_new_surge_is_a_decision() -> None:
     """The status is not written for new arrival rates (they move at every evaluation) but is
     for a new surge (it changes the burst headroom the next operator resumes with)."""
