@@ -234,6 +234,19 @@ def _gc_pauses_or_why(info: ClusterInfo) -> str:
         return f"not read ({err})"
 
 
+def slow_reconciles(info: ClusterInfo, namespace: str, prefix: str) -> str:
+    """The operator's log lines for slow reconciles of services named ``prefix``... (each says
+    where its time went)."""
+    [pod] = release_pods(info, RELEASE)
+    try:
+        logs = info.run_kubectl("-n", OPERATOR_NAMESPACE, "logs", pod["metadata"]["name"])
+    except subprocess.CalledProcessError as err:
+        return f"  not read ({err})"
+    lines = [line for line in logs.splitlines()
+             if f"{namespace}/{prefix}" in line and "reconciled in" in line]  # fmt: skip
+    return "\n".join(f"  {line}" for line in lines) or "  none"
+
+
 def _audit_time(stamp: str) -> datetime:
     return datetime.fromisoformat(stamp.replace("Z", "+00:00"))
 
@@ -389,6 +402,8 @@ def run(count: int, workers: int, timeout: float) -> dict[str, float]:
           f"{percentile(operator_part, 50):.2f}s, max {max(operator_part):.2f}s",
           file=sys.stderr)  # fmt: skip
     print(f"the operator's garbage-collection pauses: {_gc_pauses_or_why(info)}", file=sys.stderr)
+    print("the single applies' slow reconciles:\n" + slow_reconciles(info, namespace, "single-"),
+          file=sys.stderr)  # fmt: skip
     sampling.set()
     created.stop()
     available.stop()
