@@ -225,7 +225,9 @@ class Reconciler:
         timer_due = memory.decided_requeue_at is not None and now >= memory.decided_requeue_at
         if fingerprint == memory.fingerprint and not timer_due and not self._io.pending(key):
             # Nothing the decision reads has changed: it would be the last one again.
-            return self._persist_autoscaling_only(key, body, observed, memory, scaling, now)
+            result = self._persist_autoscaling_only(key, body, observed, memory, scaling, now)
+            laps.lap("status")
+            return result
         decision = decide(
             body, observed, self._catalog, now, self._prometheus_url, scaling=scaling, plan=plan,
             load_test=self._load_test,
