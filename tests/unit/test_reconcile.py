@@ -351,11 +351,8 @@ class SilentPrometheus:
         return {}
 
 
-def test_a_service_holding_without_metrics_is_not_written_for_its_evaluation_times() -> None:
-    """Only lastEvaluationTime moves while the pods report nothing: the written history is
-    already what a restarted operator needs, so after the first evaluations no status write
-    follows, however long, and the next evaluation is still an interval away (no busy loop)."""
-    clock = [T0]
+def _without_metrics(clock: list[datetime]) -> tuple[FakeKube, Reconciler]:
+    """An autoscaled service (every 15 s) whose pods report no metrics, on ``clock``."""
     body = _body()
     body["spec"]["scaling"] = {"mode": "operator", "minReplicas": 1, "maxReplicas": 2,
                                "evaluationIntervalSeconds": 15}  # fmt: skip
@@ -363,6 +360,15 @@ def test_a_service_holding_without_metrics_is_not_written_for_its_evaluation_tim
     reconciler = Reconciler(
         kube, load_catalog(), "http://p:9090", prometheus=SilentPrometheus(), clock=lambda: clock[0]
     )
+    return kube, reconciler
+
+
+def test_a_service_holding_without_metrics_is_not_written_for_its_evaluation_times() -> None:
+    """Only lastEvaluationTime moves while the pods report nothing: the written history is
+    already what a restarted operator needs, so after the first evaluations no status write
+    follows, however long, and the next evaluation is still an interval away (no busy loop)."""
+    clock = [T0]
+    kube, reconciler = _without_metrics(clock)
     for _ in range(2):  # its first evaluation waits for the replicas to load
         reconciler.reconcile(copy.deepcopy(kube.body))
         clock[0] += timedelta(seconds=15)
@@ -384,13 +390,7 @@ def test_a_reconcile_says_where_its_time_went() -> None:
     """Each step's wall time, in order: the whole sequence for a new service; an evaluation
     at rest goes from the autoscaler to the status (nothing else changed)."""
     clock = [T0]
-    body = _body()
-    body["spec"]["scaling"] = {"mode": "operator", "minReplicas": 1, "maxReplicas": 2,
-                               "evaluationIntervalSeconds": 15}  # fmt: skip
-    kube = FakeKube(body)
-    reconciler = Reconciler(
-        kube, load_catalog(), "http://p:9090", prometheus=SilentPrometheus(), clock=lambda: clock[0]
-    )
+    kube, reconciler = _without_metrics(clock)
     results = []
     for _ in range(4):
         results.append(reconciler.reconcile(copy.deepcopy(kube.body)))
