@@ -197,6 +197,7 @@ class Reconciler:
         laps = Laps()
         try:
             result = replace(self._reconcile(body, now, laps), laps=laps)
+            laps.stop()
         except Exception:
             if self._metrics is not None:
                 self._metrics.errors.inc()

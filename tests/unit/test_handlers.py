@@ -47,6 +47,7 @@ class SlowReconciler:
         laps = Laps()
         time.sleep(0.05)  # as if waiting on the API server: off the CPU
         laps.lap("apply")
+        laps.stop()
         with self.lock:
             self.running -= 1
         return ReconcileResult([], False, 0, 0, None, laps=laps)
