@@ -9,6 +9,7 @@ drops the built-in entries.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from importlib import resources
 from pathlib import Path
@@ -128,7 +129,10 @@ def _parse(text: str, source: str) -> tuple[list[Mapping[str, Any]], bool]:
     return entries, bool(data.get("replace", False))
 
 
+@functools.cache
 def builtin_catalog() -> GpuCatalog:
+    """The catalog the package ships (parsed once: it is immutable, and a caller per pod event,
+    such as the local cluster's pod runner, would parse its YAML every time)."""
     text = resources.files(_PACKAGE).joinpath("data", "gpus.yaml").read_text("utf-8")
     entries, _ = _parse(text, "gpus.yaml")
     return _build(entries)
