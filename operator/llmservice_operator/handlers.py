@@ -30,10 +30,10 @@ from typing import Any
 import kopf
 
 from .adapters.background import BackgroundIO
+from .adapters.event_poster import EventPoster
 from .adapters.kube import CacheNotSynced, KubeAdapter
 from .adapters.metrics import OperatorMetrics
 from .api import GROUP, PLURAL, VERSION
-from .events import Event
 from .gc_pauses import COUNT_EVERY, SETTLE_INTERVAL_S, THAW_EVERY, measure_pauses, settle
 from .laps import Laps
 from .reconcile import Reconciler
@@ -93,6 +93,8 @@ class OperatorState:
     reconciler: Reconciler | None = None
     kube: KubeAdapter | None = None
     background: BackgroundIO | None = None
+    #: Posts the reconciles' Events off the workers (made with the first ones).
+    events: EventPoster | None = None
     #: Called every few seconds from the event loop: the leader's liveness (adapters/health.py).
     heartbeat: Callable[[], None] | None = None
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
@@ -148,11 +150,6 @@ class OperatorState:
             self.reconciler.forget(key)
 
 
-def _post_events(kube: KubeAdapter, body: dict[str, Any], events: list[Event]) -> None:
-    for event in events:
-        kube.post_event(body, event.type, event.reason, event.message)
-
-
 async def _worker(state: OperatorState) -> None:
     assert state.queue is not None and state.reconciler is not None and state.kube is not None
     while True:
@@ -184,8 +181,6 @@ async def _process(state: OperatorState, key: Key) -> Laps | None:
         return None
     try:
         result = await asyncio.to_thread(state.reconciler.reconcile, body)
-        if result.events:  # most reconciles at rest have none: no second thread hop
-            await asyncio.to_thread(_post_events, state.kube, body, result.events)
     except Exception as err:  # noqa: BLE001 - one bad object must not stop the worker
         failures = state.failures.get(key, 0) + 1
         state.failures[key] = failures
@@ -196,6 +191,10 @@ async def _process(state: OperatorState, key: Key) -> Laps | None:
         state.schedule(key, delay)
         return None
     state.failures.pop(key, None)
+    if result.events:
+        if state.events is None:
+            state.events = EventPoster(state.kube.post_event)
+        state.events.post(body, result.events)
     if result.updated_body is not None and _newer(result.updated_body, state.bodies.get(key)):
         state.bodies[key] = result.updated_body
     if result.requeue_at is not None:
@@ -307,6 +306,8 @@ def register(registry: kopf.OperatorRegistry, state: OperatorState) -> None:
             state.kube.stop_watches()
         if state.background is not None:
             state.background.shutdown()
+        if state.events is not None:
+            await asyncio.to_thread(state.events.shutdown)
 
     # async: kopf runs a sync handler on its executor's threads, and the state (the queue, the
     # cached bodies, the timers) belongs to the event loop, not thread-safe.

@@ -8,6 +8,7 @@ import inspect
 import logging
 import threading
 import time
+from datetime import datetime
 from typing import Any
 
 import kopf
@@ -15,6 +16,7 @@ import pytest
 
 from llmservice_operator import handlers
 from llmservice_operator.adapters.metrics import OperatorMetrics
+from llmservice_operator.events import Event
 from llmservice_operator.handlers import (
     OperatorState,
     _worker,
@@ -90,6 +92,53 @@ def test_a_key_is_reconciled_by_one_worker_at_a_time_and_again_when_asked_meanwh
     reconciler = asyncio.run(scenario())
     assert reconciler.most == 1
     assert reconciler.calls == 2
+
+
+class SizedReconciler:
+    """Every reconcile says one Event."""
+
+    def reconcile(self, body: dict[str, Any]) -> ReconcileResult:
+        return ReconcileResult([Event("Normal", "Sized", "1x H100")], False, 0, 0, None)
+
+
+class SlowEvents:
+    """An API server that answers Events only once ``release`` is set."""
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+        self.posted: list[str] = []
+
+    def post_event(self, obj: dict[str, Any], type_: str, reason: str, message: str,
+                   at: datetime | None = None) -> None:  # fmt: skip
+        self.release.wait(5)
+        self.posted.append(reason)
+
+
+def test_a_worker_does_not_wait_for_the_events_of_its_reconcile() -> None:
+    async def scenario() -> tuple[SlowEvents, OperatorState]:
+        state = _state()
+        state.reconciler = SizedReconciler()  # type: ignore[assignment]
+        kube = SlowEvents()
+        state.kube = kube  # type: ignore[assignment]
+        state.queue = WorkQueue()
+        state.bodies[KEY] = _body("1")
+        worker = asyncio.create_task(_worker(state))
+        state.enqueue(KEY)
+        for _ in range(100):
+            await asyncio.sleep(0.01)
+            if not state.processing and not len(state.queue):
+                break
+        assert not state.processing, "the worker is still busy with the key"
+        assert kube.posted == []  # its Event is still on its way
+        kube.release.set()
+        assert state.events is not None
+        await asyncio.to_thread(state.events.shutdown)
+        worker.cancel()
+        await asyncio.gather(worker, return_exceptions=True)
+        return kube, state
+
+    kube, _ = asyncio.run(scenario())
+    assert kube.posted == ["Sized"]
 
 
 def test_a_stale_watch_event_does_not_replace_our_newer_status() -> None:

@@ -17,6 +17,7 @@ import time
 import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -331,9 +332,12 @@ class KubeAdapter:
         # Our own write moved the generation: not a change someone made to what we applied.
         self._ledger.moved((kind, namespace, name), scaled)
 
-    def post_event(self, obj: dict[str, Any], type_: str, reason: str, message: str) -> None:
-        """A core/v1 Event on the LLMService, as `kubectl describe` shows them."""
-        body = _event_body(obj, type_, reason, message)
+    def post_event(
+        self, obj: dict[str, Any], type_: str, reason: str, message: str, at: datetime | None = None
+    ) -> None:
+        """A core/v1 Event on the LLMService, as `kubectl describe` shows them (``at``: when
+        it happened; now by default)."""
+        body = _event_body(obj, type_, reason, message, at or datetime.now(UTC))
         self._core.create_namespaced_event(obj["metadata"]["namespace"], body)  # type: ignore[arg-type]
 
     def read_secret_value(self, namespace: str, name: str, key: str) -> str | None:
@@ -401,16 +405,16 @@ def _owned_by(obj: dict[str, Any], service_name: str) -> bool:
     return False
 
 
-def _event_body(obj: dict[str, Any], type_: str, reason: str, message: str) -> dict[str, Any]:
-    from datetime import UTC, datetime
-
+def _event_body(
+    obj: dict[str, Any], type_: str, reason: str, message: str, at: datetime
+) -> dict[str, Any]:
     meta = obj["metadata"]
-    now = to_rfc3339(datetime.now(UTC))
+    now = to_rfc3339(at)
     return {
         "metadata": {"generateName": f"{meta['name']}.", "namespace": meta["namespace"]},
         "involvedObject": {
-            "apiVersion": obj.get("apiVersion", API_VERSION),
-            "kind": obj.get("kind", KIND),
+            "apiVersion": obj.get("apiVersion") or API_VERSION,
+            "kind": obj.get("kind") or KIND,
             "name": meta["name"],
             "namespace": meta["namespace"],
             "uid": meta.get("uid"),
