@@ -23,6 +23,7 @@ import itertools
 import logging
 import time
 from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -277,6 +278,11 @@ def register(registry: kopf.OperatorRegistry, state: OperatorState) -> None:
         if state.kube is None or state.reconciler is None:  # built by `llmservice run`
             raise kopf.PermanentError("the operator state has no Kubernetes adapter")
         state.loop = asyncio.get_running_loop()
+        # The reconciles run on the loop's default executor (asyncio.to_thread), which has
+        # min(32, cores + 4) threads: on a 2-core node fewer than 8 workers would need.
+        state.loop.set_default_executor(
+            ThreadPoolExecutor(state.settings.workers + 2, thread_name_prefix="reconcile")
+        )
         state.queue = WorkQueue()
         if state.background is not None:
             state.background.set_notify(state.enqueue_threadsafe)
