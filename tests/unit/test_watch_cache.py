@@ -7,13 +7,15 @@ import json
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 from typing import Any
 
+import pytest
 from kubernetes.client.exceptions import ApiException
-from kubernetes.dynamic.exceptions import ResourceNotFoundError
+from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
 
 from llmservice_operator.adapters.informer import Informer, InformerSet, Kind, RawWatcher
-from llmservice_operator.adapters.kube import AppliedLedger
+from llmservice_operator.adapters.kube import AppliedLedger, KubeAdapter, served_kind
 
 DEPLOYMENT = Kind("apps/v1", "Deployment")
 LABEL = "llmservice.dev/service"
@@ -218,3 +220,66 @@ def test_the_raw_watcher_streams_plain_dicts_from_the_resources_list_call() -> N
         "6",
     )
     assert call["timeout_seconds"] == 30 and call["allow_watch_bookmarks"] is True
+
+
+def test_a_kind_is_served_when_its_group_versions_document_lists_it() -> None:
+    """The discovery document of apps/v1, as the API server serves it (abridged)."""
+    apps_v1 = {
+        "kind": "APIResourceList",
+        "groupVersion": "apps/v1",
+        "resources": [
+            {"name": "deployments", "kind": "Deployment", "namespaced": True},
+            {"name": "deployments/scale", "kind": "Scale", "group": "autoscaling"},
+            {"name": "deployments/status", "kind": "Deployment"},
+        ],
+    }
+    assert served_kind(apps_v1, "Deployment")
+    assert not served_kind(apps_v1, "Scale")  # a subresource only
+    assert not served_kind(apps_v1, "ScaledObject")
+    assert not served_kind({"resources": None}, "Deployment")
+
+
+class FakeDiscovery:
+    """The dynamic client as _resource uses it: one group version's document per request,
+    and its own (whole) discovery behind ``resources.get``."""
+
+    def __init__(self) -> None:
+        self.documents: dict[str, dict[str, Any]] = {}
+        self.requests: list[str] = []
+        self.whole: list[tuple[str, str]] = []
+        self.resources = self
+
+    def request(self, method: str, path: str, serialize: bool = True) -> Any:
+        self.requests.append(path)
+        if path not in self.documents:
+            raise NotFoundError(ApiException(status=404, reason="Not Found"))  # type: ignore[no-untyped-call]
+        return SimpleNamespace(data=json.dumps(self.documents[path]).encode())
+
+    def get(self, api_version: str, kind: str) -> str:
+        self.whole.append((api_version, kind))
+        return f"resource {api_version} {kind}"
+
+
+def test_a_missing_kind_is_asked_of_its_group_version_alone_and_found_once_installed() -> None:
+    discovery = FakeDiscovery()
+    adapter = KubeAdapter.__new__(KubeAdapter)
+    adapter._dynamic = discovery  # type: ignore[assignment]
+    adapter._discovery_lock = threading.Lock()
+    adapter._resources = {}
+    for _ in range(2):  # KEDA not installed: two looks, 30 s apart
+        with pytest.raises(ResourceNotFoundError):
+            adapter._resource("keda.sh/v1alpha1", "ScaledObject")
+        adapter._forget("keda.sh/v1alpha1", "ScaledObject")
+    assert discovery.requests == ["/apis/keda.sh/v1alpha1"] * 2
+    assert discovery.whole == []  # the whole discovery was never fetched for it
+    discovery.documents["/apis/keda.sh/v1alpha1"] = {
+        "resources": [{"name": "scaledobjects", "kind": "ScaledObject"}]
+    }
+    assert adapter._resource("keda.sh/v1alpha1", "ScaledObject").endswith("ScaledObject")
+    assert adapter._resource("keda.sh/v1alpha1", "ScaledObject")  # remembered: no request
+    assert discovery.requests == ["/apis/keda.sh/v1alpha1"] * 3
+    discovery.documents["/api/v1"] = {"resources": [{"name": "pods", "kind": "Pod"}]}
+    assert adapter._resource("v1", "Pod")
+    assert discovery.requests[-1] == "/api/v1"
+    with pytest.raises(ResourceNotFoundError):  # a kind its group version does not list
+        adapter._resource("v1", "Widget")

@@ -177,6 +177,11 @@ class KubeAdapter:
         with self._discovery_lock:
             if key not in self._resources:
                 try:
+                    # A kind looked for again every 30 s (KEDA not installed yet) is asked
+                    # of its group's own discovery document: the dynamic client, not finding
+                    # it, would fetch its whole discovery twice (it refreshes on a miss).
+                    if not self._served(api_version, kind):
+                        raise ResourceNotFoundError(f"{api_version} {kind}")
                     self._resources[key] = self._dynamic.resources.get(
                         api_version=api_version, kind=kind
                     )
@@ -187,10 +192,20 @@ class KubeAdapter:
             raise ResourceNotFoundError(f"{api_version} {kind} is not served by this cluster")
         return found
 
+    def _served(self, api_version: str, kind: str) -> bool:
+        """Whether the cluster serves ``kind`` in ``api_version``, from that group version's
+        discovery document (one small request: ``/apis/GROUP/VERSION``)."""
+        path = f"/apis/{api_version}" if "/" in api_version else f"/api/{api_version}"
+        try:
+            response = self._dynamic.request("get", path, serialize=False)
+        except NotFoundError:
+            return False
+        return served_kind(json.loads(response.data), kind)
+
     def _forget(self, api_version: str, kind: str) -> None:
+        """The next lookup of the kind asks the cluster again (its CRD came or went)."""
         with self._discovery_lock:
             self._resources.pop((api_version, kind), None)
-            self._dynamic.resources.invalidate_cache()
 
     # ------------------------------------------------------------------ watches
     def start_watches(
@@ -386,6 +401,15 @@ def _digest(obj: dict[str, Any]) -> str:
     return hashlib.sha256(
         json.dumps(obj, sort_keys=True, separators=(",", ":")).encode()
     ).hexdigest()
+
+
+def served_kind(resource_list: dict[str, Any], kind: str) -> bool:
+    """Whether an APIResourceList (a group version's discovery document) has ``kind`` as a
+    resource of its own (not a subresource such as ``deployments/scale``)."""
+    return any(
+        r.get("kind") == kind and "/" not in str(r.get("name", ""))
+        for r in resource_list.get("resources") or []
+    )
 
 
 def _marker(obj: dict[str, Any]) -> int:
