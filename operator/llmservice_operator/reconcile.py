@@ -405,7 +405,7 @@ class Reconciler:
         spec = service.spec.scaling
         if spec.mode != "operator":
             return None
-        previous = _fresher(memory.autoscaling, _current_autoscaling(body))
+        previous = _fresher(memory.autoscaling, body)
         if previous is not None and not evaluation_due(previous, spec, now):
             return ScalingOutcome(previous.desired_replicas, previous, previous.degraded_reason)
         inputs = self._scaling_inputs(key, service, observed, now)
@@ -657,18 +657,24 @@ def _but_evaluation_time(raw: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in raw.items() if k != "lastEvaluationTime"}
 
 
-def _fresher(
-    memory: AutoscalingStatus | None, written: AutoscalingStatus | None
-) -> AutoscalingStatus | None:
-    if memory is None or written is None:
-        return memory or written
-    if memory.last_evaluation_time is None or written.last_evaluation_time is None:
+def _fresher(memory: AutoscalingStatus | None, body: dict[str, Any]) -> AutoscalingStatus | None:
+    """The newer of the autoscaling record in memory and the one written in ``body`` (the one
+    in memory on a tie). The written one is parsed only when it may be the newer: at rest the
+    one in memory is, and a thousand services evaluate every 15 s."""
+    if memory is None:
+        return _current_autoscaling(body)
+    if memory.last_evaluation_time is None:
         return memory
-    return (
-        memory
-        if from_rfc3339(memory.last_evaluation_time) >= from_rfc3339(written.last_evaluation_time)
-        else written
-    )
+    written_time = ((body.get("status") or {}).get("autoscaling") or {}).get("lastEvaluationTime")
+    if not isinstance(written_time, str):
+        return memory
+    try:
+        if from_rfc3339(written_time) <= from_rfc3339(memory.last_evaluation_time):
+            return memory
+    except ValueError:
+        return memory
+    written = _current_autoscaling(body)
+    return written if written is not None and written.last_evaluation_time is not None else memory
 
 
 def _earliest(*times: datetime | None) -> datetime | None:

@@ -14,8 +14,14 @@ import pytest
 from kubernetes.client.exceptions import ApiException
 
 from llmservice_operator.adapters.background import BackgroundIO
+from llmservice_operator.api.status import AutoscalingStatus
 from llmservice_operator.observed import ObservedState
-from llmservice_operator.reconcile import Reconciler, _autoscaling_decision, merge_patch
+from llmservice_operator.reconcile import (
+    Reconciler,
+    _autoscaling_decision,
+    _fresher,
+    merge_patch,
+)
 from llmservice_operator.render.labels import REVISION
 from llmservice_operator.rollout import Series, SmokeObservation
 from llmservice_operator.sizing import load_catalog
@@ -472,3 +478,26 @@ def test_a_smoke_test_runs_off_the_reconcile_and_feeds_the_next_one() -> None:
     result = reconciler.reconcile(copy.deepcopy(kube.body))
     assert "SmokeTestPassed" in [e.reason for e in result.events]
     background.shutdown()
+
+
+def _with_autoscaling(raw: Any) -> dict[str, Any]:
+    return {"status": {"autoscaling": raw}}
+
+
+def test_the_written_autoscaling_record_is_read_only_when_it_may_be_newer() -> None:
+    """At rest the record in memory is the newer one: the written one is not parsed (a record
+    that would not even parse proves it); a newer written one wins; a tie keeps memory."""
+    mine = AutoscalingStatus(desiredReplicas=2, lastEvaluationTime="2026-12-04T09:00:15Z")
+    unparsable = {"desiredReplicas": "many", "lastEvaluationTime": "2026-12-04T09:00:00Z"}
+    assert _fresher(mine, _with_autoscaling(unparsable)) is mine
+    tie = {"desiredReplicas": 3, "lastEvaluationTime": "2026-12-04T09:00:15Z"}
+    assert _fresher(mine, _with_autoscaling(tie)) is mine
+    newer = {"desiredReplicas": 3, "lastEvaluationTime": "2026-12-04T09:00:30Z"}
+    found = _fresher(mine, _with_autoscaling(newer))
+    assert found is not None and found.desired_replicas == 3
+    assert _fresher(mine, _with_autoscaling({**newer, "lastEvaluationTime": "soon"})) is mine
+    assert _fresher(mine, {}) is mine
+    remembered = _fresher(None, _with_autoscaling(newer))  # a restarted operator
+    assert remembered is not None and remembered.desired_replicas == 3
+    never = AutoscalingStatus(desiredReplicas=1)
+    assert _fresher(never, _with_autoscaling(newer)) is never

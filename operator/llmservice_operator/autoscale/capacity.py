@@ -56,7 +56,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 __all__ = [
@@ -224,6 +224,10 @@ class CapacityPrior:
     kv_pool_tokens: int
     time_scale: float = 1.0
     discount: float = PRIOR_DISCOUNT
+    #: The last mix asked for and its prior (a service asks for the same one every evaluation).
+    _last: list[tuple[RequestMix, TokenCapacity]] = field(
+        default_factory=list, init=False, repr=False, compare=False, hash=False
+    )
 
     def __post_init__(self) -> None:
         if not (self.time_scale > 0 and math.isfinite(self.time_scale)):
@@ -245,4 +249,9 @@ class CapacityPrior:
 
     def at(self, mix: RequestMix = DEFAULT_MIX) -> TokenCapacity:
         """The prior for ``mix``: the roofline times the discount."""
-        return self.roofline(mix).scaled(self.discount)
+        last = self._last[:1]  # one read: another thread may replace it meanwhile
+        if last and last[0][0] == mix:
+            return last[0][1]
+        prior = self.roofline(mix).scaled(self.discount)
+        self._last[:] = [(mix, prior)]
+        return prior

@@ -172,6 +172,17 @@ CONFIG = PolicyConfig(
 )
 
 
+def test_the_prior_of_each_mix_is_its_own_when_mixes_alternate() -> None:
+    """The prior keeps its last answer: asked for another mix, it answers for that one."""
+    prior = CapacityPrior(Steps(), max_num_seqs=64, kv_pool_tokens=64_000, discount=1.0)
+    other = RequestMix(200, 400)
+    answers = [prior.at(MIX), prior.at(other), prior.at(MIX), prior.at(MIX), prior.at(other)]
+    fresh = [replace(PRIOR).at(m) for m in (MIX, other, MIX, MIX, other)]
+    assert answers == fresh
+    assert answers[0].prefill_tokens_per_second == pytest.approx(5000)
+    assert answers[0] != answers[1]
+
+
 def sample(completions: float, waiting: float = 0.0, **kw: float) -> ReplicaSample:
     """A replica completing ``completions`` requests/s of MIX."""
     return ReplicaSample(
