@@ -219,7 +219,7 @@ def _wait_for_namespaces_gone(info: ClusterInfo, prefix: str, timeout_s: float =
             return
         print(f"waiting for namespaces to go: {left}", file=sys.stderr)
         for name in left:
-            info.run_kubectl("delete", "namespace", name, "--wait=false")
+            info.run_kubectl("delete", "namespace", name, "--wait=false", "--ignore-not-found")
         time.sleep(5)
 
 
@@ -233,15 +233,32 @@ def operator_process(info: ClusterInfo) -> psutil.Process:
     raise RuntimeError("the operator's container is not running")
 
 
-def gc_pauses(info: ClusterInfo) -> str:
-    """The operator's garbage-collection pauses so far, per generation, from its /metrics
-    (on the host's loopback: the chart runs it in the host's network, on a port it writes to
-    its ports file): how many, their total, and the longest's bucket."""
+def operator_metrics(info: ClusterInfo) -> str:
+    """The operator's /metrics (on the host's loopback: the chart runs it in the host's
+    network, on a port it writes to its ports file)."""
     [pod] = release_pods(info, RELEASE)
     ports = json.loads(info.run_kubectl("-n", OPERATOR_NAMESPACE, "exec", pod["metadata"]["name"],
                                         "--", "cat", f"/tmp/{PORTS_FILE_NAME}"))  # fmt: skip
     with urllib.request.urlopen(f"http://127.0.0.1:{ports['metrics']}/metrics", timeout=10) as r:
-        text = r.read().decode()
+        return str(r.read().decode())
+
+
+def reconciles_so_far(info: ClusterInfo) -> float:
+    """The operator's llmservice_reconciles_total (nan when it cannot be read)."""
+    try:
+        text = operator_metrics(info)
+    except (subprocess.CalledProcessError, OSError, ValueError):
+        return float("nan")
+    for family in text_string_to_metric_families(text):
+        if family.name == "llmservice_reconciles":
+            return sum(s.value for s in family.samples if s.name.endswith("_total"))
+    return float("nan")
+
+
+def gc_pauses(info: ClusterInfo) -> str:
+    """The operator's garbage-collection pauses so far, per generation (operator_metrics):
+    how many, their total, and the longest's bucket."""
+    text = operator_metrics(info)
     count: dict[str, float] = {}
     total: dict[str, float] = {}
     buckets: dict[str, list[tuple[float, float]]] = {}
@@ -497,6 +514,7 @@ def run(count: int, workers: int, timeout: float) -> dict[str, float]:
     docs = {"apiVersion": "v1", "kind": "List",
             "items": [llmservice(namespace, n) for n in names]}  # fmt: skip
     cpu_before = component_cpu()
+    reconciles_before = reconciles_so_far(info)
     served_before = apiserver_requests(info)
     kubectl_cpu_before = _children_cpu()
     applied_at, burst_since = time.monotonic(), datetime.now().astimezone()
@@ -520,6 +538,9 @@ def run(count: int, workers: int, timeout: float) -> dict[str, float]:
     print("cores used until the last was Available: " + ", ".join(
         f"{name} {(cpu_after[name] - cpu_before[name]) / burst_s:.2f}" for name in COMPONENTS),
         file=sys.stderr)  # fmt: skip
+    reconciled = reconciles_so_far(info) - reconciles_before
+    print(f"the operator reconciled {reconciled / count:.1f} times per service until the last was "
+          "Available", file=sys.stderr)  # fmt: skip
     print("the operator's requests until the last was Available:\n" + request_breakdown(
         info, burst_since, datetime.now().astimezone(), count), file=sys.stderr)  # fmt: skip
 
