@@ -425,7 +425,8 @@ def goal_lines(traces: Mapping[str, Sequence[Point]], realistic: str = "day") ->
         for c, w in _cold_and_warm(points):
             gap = (w.attainment - c.attainment) * 100
             out.append(
-                f"{trace}: cold {_p(c)} against warm {_p(w)}: {gap:+.2f} points behind "
+                f"{trace}: cold {_p(c)} against warm {_p(w)}: {abs(gap):.2f} points "
+                f"{'behind' if gap > 0 else 'ahead'} "
                 f"(goal <= 0.5: {'met' if gap <= 0.5 + 1e-9 else 'missed'}; static "
                 f"{'reached' if c.attainment >= s.static.attainment else 'not reached'})"
             )

@@ -57,3 +57,18 @@ def test_across_runs_a_row_per_run_and_trace_and_the_goals_counted() -> None:
         "2 runs of a trace: the baseline goal met on 1, the static fleet on 1, cold within 0.5 "
         "points of warm on 1."
     )
+
+
+def test_the_cold_start_line_says_behind_or_ahead() -> None:
+    from benchmarks.frontier import DEFAULT_SETTING, OPERATOR_COLD, goal_lines
+
+    def cold_line(cold_attainment: float) -> str:
+        points = [
+            Point(OPERATOR, DEFAULT_SETTING, 20.0, 0.994),
+            Point(OPERATOR_COLD, DEFAULT_SETTING, 21.0, cold_attainment),
+            Point(STATIC, "peak minute at 90%", 21.0, 0.989),
+        ]
+        return next(line for line in goal_lines({"day": points}) if "cold" in line)
+
+    assert "0.25 points ahead (goal <= 0.5: met" in cold_line(0.9965)
+    assert "0.60 points behind (goal <= 0.5: missed" in cold_line(0.988)
