@@ -74,13 +74,19 @@ FAULTS: dict[str, dict[str, str]] = {
 
 
 class RevisionTargets(PodTargets):
-    """:class:`PodTargets` that also remembers which revision each endpoint's pod belongs to."""
+    """:class:`PodTargets` that also remembers which revision each endpoint's pod belongs to.
+
+    An endpoint is a pod IP, and kwok hands a deleted pod's IP to the next pod it starts on
+    that node at once: the same URL can be a removed stable pod, then a new candidate pod. So
+    each URL keeps the revisions it served, with the wall time each was first seen Ready.
+    """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.revisions: dict[str, str] = {}
-        self.first_seen: dict[str, float] = {}
-        """Endpoint -> the wall time the load generator first got it as a target."""
+        self.history: dict[str, list[tuple[float, str]]] = {}
+        """Endpoint -> (wall time first seen Ready, revision), oldest first."""
+        self.first_seen: dict[tuple[str, str], float] = {}
+        """(endpoint, revision) -> the wall time the load generator first got it as a target."""
 
     def refresh(self) -> tuple[str, ...]:
         urls = super().refresh()
@@ -88,20 +94,41 @@ class RevisionTargets(PodTargets):
             self.namespace, label_selector=f"{SERVICE}={self.service}", _preload_content=False
         )
         pods = json.loads(cast(Any, response).data)
+        now = time.time()
         for pod in pods.get("items") or []:
             ip = (pod.get("status") or {}).get("podIP")
             revision = (pod["metadata"].get("labels") or {}).get(REVISION)
             if ip and revision:
                 for url in urls:
                     if url.split("//", 1)[1].rsplit(":", 1)[0] == ip:
-                        self.revisions[url] = revision
+                        served = self.history.setdefault(url, [])
+                        if not served or served[-1][1] != revision:
+                            served.append((now, revision))
         return urls
+
+    def revision_at(self, url: str, moment: float) -> str | None:
+        """The revision behind ``url`` at ``moment`` (its first one if it was not known yet)."""
+        served = self.history.get(url)
+        if not served:
+            return None
+        current = served[0][1]
+        for since, revision in served:
+            if since <= moment:
+                current = revision
+        return current
+
+    @property
+    def revisions(self) -> dict[str, str]:
+        """Endpoint -> the revision it serves now."""
+        return {url: served[-1][1] for url, served in self.history.items()}
 
     def __call__(self) -> Sequence[str]:
         urls = super().__call__()
         now = time.time()
         for url in urls:
-            self.first_seen.setdefault(url, now)
+            revision = self.revision_at(url, now)
+            if revision is not None:
+                self.first_seen.setdefault((url, revision), now)
         return urls
 
 
@@ -228,9 +255,13 @@ class BackgroundLoad:
 
     def per_revision(self, since: float = 0.0, until: float = float("inf")) -> dict[str, Counts]:
         totals: dict[str, Counts] = {}
-        for report in self.reports(since, until):
+        for chunk in list(self.chunks):
+            report = chunk.report
+            if report is None or chunk.ended < since or chunk.started > until:
+                continue
             for url, counts in report.per_target.items():
-                revision = self.targets.revisions.get(url, f"? {url}")
+                # As of the chunk's start: its requests went to the pods Ready then.
+                revision = self.targets.revision_at(url, chunk.started) or f"? {url}"
                 totals.setdefault(revision, Counts()).add(counts)
         return totals
 
@@ -242,10 +273,7 @@ class BackgroundLoad:
         return kinds
 
     def first_traffic(self, revision: str) -> float | None:
-        times = [
-            t for url, t in self.targets.first_seen.items()
-            if self.targets.revisions.get(url) == revision
-        ]  # fmt: skip
+        times = [t for (_, seen), t in self.targets.first_seen.items() if seen == revision]
         return min(times) if times else None
 
 
