@@ -580,9 +580,13 @@ class Reconciler:
             count += applied is not None
             if obj["kind"] in WORKLOAD_KINDS and obj["metadata"]["name"] in scale_ups:
                 name = obj["metadata"]["name"]
-                # Even at the API server's default of 1: the autoscaler's field manager is the
-                # one owner of replicas (one writer per field).
-                self._kube.scale_deployment(namespace, name, scale_ups.pop(name), obj["kind"])
+                replicas = scale_ups.pop(name)
+                # A new workload the API server gave the wanted replicas (its default of 1) is
+                # not scaled: that write, the controller's sync it wakes and the watch events
+                # of both would change nothing (the autoscaler's field manager takes replicas
+                # with its first real change; the applied object never carries them).
+                if (applied or {}).get("spec", {}).get("replicas") != replicas:
+                    self._kube.scale_deployment(namespace, name, replicas, obj["kind"])
         kinds = decision.scale_kinds
         for dep_name, replicas in scale_ups.items():
             log.info("scaling %s/%s to %d", namespace, dep_name, replicas)
@@ -614,9 +618,7 @@ def _fingerprint(
 ) -> tuple[Any, ...]:
     """Everything a decision reads, by version: equal fingerprints, equal decisions."""
     meta = body["metadata"]
-    owned = tuple(
-        sorted((k, n, o["metadata"].get("resourceVersion")) for (k, n), o in observed.owned.items())
-    )
+    owned = tuple(sorted((k, n, _version(k, o)) for (k, n), o in observed.owned.items()))
     pods = tuple(
         sorted(
             (p["metadata"]["name"], p["metadata"].get("resourceVersion"))
@@ -633,6 +635,19 @@ def _fingerprint(
         tuple(sorted(observed.missing_apis)),
         decided,
     )
+
+
+#: Owned kinds whose status no decision reads: their generation (a change to their spec, which
+#: the apply ledger restores) is what the decision depends on, not the status their controller
+#: writes (a PodDisruptionBudget's moves with every pod that turns Ready or goes).
+STATUS_UNREAD_KINDS = frozenset({"PodDisruptionBudget", "NetworkPolicy"})
+
+
+def _version(kind: str, obj: dict[str, Any]) -> Any:
+    meta = obj["metadata"]
+    if kind in STATUS_UNREAD_KINDS and meta.get("generation") is not None:
+        return ("generation", meta["generation"])
+    return meta.get("resourceVersion")
 
 
 def _autoscaling_decision(raw: dict[str, Any]) -> tuple[Any, ...]:

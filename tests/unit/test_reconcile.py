@@ -19,6 +19,7 @@ from llmservice_operator.observed import ObservedState
 from llmservice_operator.reconcile import (
     Reconciler,
     _autoscaling_decision,
+    _fingerprint,
     _fresher,
     merge_patch,
 )
@@ -255,7 +256,7 @@ def test_nothing_changed_nothing_decided_applied_or_written() -> None:
     assert (len(kube.applied), len(kube.status_patches)) == (applied, patches)
 
 
-def test_a_new_deployment_gets_its_replicas_from_the_autoscalers_write() -> None:
+def test_a_new_deployment_is_scaled_only_when_the_api_server_default_is_not_what_it_wants() -> None:
     for min_replicas in (1, 2):
         body = _body()
         body["spec"]["scaling"] = {"mode": "operator", "minReplicas": min_replicas,
@@ -266,9 +267,28 @@ def test_a_new_deployment_gets_its_replicas_from_the_autoscalers_write() -> None
         reconciler.reconcile(copy.deepcopy(kube.body))
         [(name, deployment)] = kube.deployments.items()
         assert deployment["spec"]["replicas"] == min_replicas
-        # Written by the autoscaler even when it is the API server's default, so that one
-        # field manager owns replicas from the start.
-        assert kube.scaled == [(name, min_replicas)], kube.scaled
+        # At the API server's default of 1 the write would change nothing.
+        assert kube.scaled == ([] if min_replicas == 1 else [(name, min_replicas)]), kube.scaled
+        reconciler.reconcile(copy.deepcopy(kube.body))  # its Deployment and pods now observed
+        assert len(kube.scaled) == (0 if min_replicas == 1 else 1), kube.scaled
+
+
+def test_a_pdb_status_write_is_not_news_but_a_change_to_its_spec_is() -> None:
+    def observed(pdb_version: str, generation: int, deployment_version: str) -> ObservedState:
+        state = ObservedState()
+        pdb = {"metadata": {"name": "chat", "resourceVersion": pdb_version,
+                            "generation": generation}}  # fmt: skip
+        state.owned[("PodDisruptionBudget", "chat")] = pdb
+        dep = {"metadata": {"name": "chat-abc", "resourceVersion": deployment_version}}
+        state.owned[("Deployment", "chat-abc")] = dep
+        return state
+
+    body = _body()
+    before = _fingerprint(body, observed("10", 1, "20"), None)
+    # The disruption controller's status write: a new resourceVersion, the same generation.
+    assert _fingerprint(body, observed("11", 1, "20"), None) == before
+    assert _fingerprint(body, observed("12", 2, "20"), None) != before  # someone edited it
+    assert _fingerprint(body, observed("10", 1, "21"), None) != before  # a workload's status
 
 
 def _refusal(message: str) -> ApiException:
