@@ -240,15 +240,16 @@ class Reconciler:
                 return ReconcileResult([], False, 0, 0, None)
             decision = followed
         self._account_cost(body, observed, plan, decision, now)
-        applied = self._act(key, body, decision, observed, memory, now)
+        written = self._act(key, body, decision, observed, memory, now)
+        applied = len(written)
         laps.lap("apply")
         status = self._status_to_write(decision.status, body, memory, scaling, now)
         updated = self._write_status(body, settle(status, None, meta.get("generation"), now), key)
         laps.lap("status")
         if updated is not None and scaling is not None and status is decision.status:
             memory.persisted_at = now  # the new autoscaling record went with it
-        # As of our own write: its watch event must not look like news.
-        memory.fingerprint = _fingerprint(updated or body, observed, scaling)
+        # As of our own writes: their watch events must not look like news.
+        memory.fingerprint = _fingerprint(updated or body, _as_applied(observed, written), scaling)
         memory.decided_requeue_at = decision.requeue_at
         if self._metrics is not None:
             self._metrics.usage.record(key, ((updated or body).get("status") or {}).get("cost"))
@@ -322,9 +323,10 @@ class Reconciler:
         observed: ObservedState,
         memory: _Memory,
         now: datetime,
-    ) -> int:
-        """Apply, scale and prune. A refusal (a quota, an admission webhook) is shown on the
-        service, as a ReconcileError condition and a Warning Event, then raised (backoff)."""
+    ) -> list[dict[str, Any]]:
+        """Apply, scale and prune; the objects applied, as the API server returned them. A
+        refusal (a quota, an admission webhook) is shown on the service, as a ReconcileError
+        condition and a Warning Event, then raised (backoff)."""
         try:
             applied = self._apply(decision, key[0], observed.missing_apis)
             present = body["metadata"].get("annotations") or {}
@@ -570,14 +572,17 @@ class Reconciler:
         observations = self._smoke_runner(f"http://{ip}:{spec.serving.port}", requests_, api_key)
         return judge_smoke(requests_, observations)
 
-    def _apply(self, decision: Decision, namespace: str, missing_apis: set[str]) -> int:
-        count = 0
+    def _apply(
+        self, decision: Decision, namespace: str, missing_apis: set[str]
+    ) -> list[dict[str, Any]]:
+        written: list[dict[str, Any]] = []
         scale_ups = {n: r for n, r in decision.scale.items() if r > 0}
         for obj in decision.apply:
             if obj["kind"] in missing_apis:
                 continue  # reported as a Degraded condition by decide()
             applied = self._kube.apply(obj)
-            count += applied is not None
+            if applied is not None:
+                written.append(applied)
             if obj["kind"] in WORKLOAD_KINDS and obj["metadata"]["name"] in scale_ups:
                 name = obj["metadata"]["name"]
                 replicas = scale_ups.pop(name)
@@ -602,7 +607,7 @@ class Reconciler:
         for api_version, kind, obj_name in decision.delete:
             log.info("pruning %s %s/%s", kind, namespace, obj_name)
             self._kube.delete(api_version, kind, namespace, obj_name)
-        return count
+        return written
 
     def _write_status(
         self, body: dict[str, Any], status: dict[str, Any], key: Key
@@ -639,8 +644,23 @@ def _fingerprint(
 
 #: Owned kinds whose status no decision reads: their generation (a change to their spec, which
 #: the apply ledger restores) is what the decision depends on, not the status their controller
-#: writes (a PodDisruptionBudget's moves with every pod that turns Ready or goes).
-STATUS_UNREAD_KINDS = frozenset({"PodDisruptionBudget", "NetworkPolicy"})
+#: writes (a PodDisruptionBudget's moves with every pod that turns Ready or goes). A Service has
+#: no generation (its resourceVersion stands in) and no status a decision reads.
+STATUS_UNREAD_KINDS = frozenset({"PodDisruptionBudget", "NetworkPolicy", "Service"})
+
+
+def _as_applied(observed: ObservedState, written: list[dict[str, Any]]) -> ObservedState:
+    """``observed`` with the objects of STATUS_UNREAD_KINDS just applied as the API server
+    returned them: the watch events of their creation are our own writes, and a decision
+    made when they arrive would be this one again. (A workload's, whose status is read, is
+    news: the decision then sees it exist.)"""
+    echoed = [o for o in written if o.get("kind") in STATUS_UNREAD_KINDS]
+    if not echoed:
+        return observed
+    owned = dict(observed.owned)
+    for obj in echoed:
+        owned[(obj["kind"], obj["metadata"]["name"])] = obj
+    return replace(observed, owned=owned)
 
 
 def _version(kind: str, obj: dict[str, Any]) -> Any:

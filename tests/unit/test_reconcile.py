@@ -18,6 +18,7 @@ from llmservice_operator.api.status import AutoscalingStatus
 from llmservice_operator.observed import ObservedState
 from llmservice_operator.reconcile import (
     Reconciler,
+    _as_applied,
     _autoscaling_decision,
     _fingerprint,
     _fresher,
@@ -34,12 +35,14 @@ SMOKE_SECONDS = 40
 
 
 class FakeKube:
-    """Holds one LLMService and its Deployments; every Deployment is Ready at its size, with a
-    Ready pod per replica."""
+    """Holds one LLMService and what it applied; every Deployment is Ready at its size, with a
+    Ready pod per replica. Every write moves the written object's resourceVersion."""
 
     def __init__(self, body: dict[str, Any]) -> None:
         self.body = body
         self.deployments: dict[str, dict[str, Any]] = {}
+        self.others: dict[tuple[str, str], dict[str, Any]] = {}
+        self.versions = 100
         self.events: list[tuple[str, str, str]] = []
         self.applied: list[str] = []
         self.scaled: list[tuple[str, int]] = []
@@ -49,6 +52,7 @@ class FakeKube:
 
     def observe(self, namespace: str, name: str, secrets: list[str]) -> ObservedState:
         state = ObservedState()
+        state.owned.update(copy.deepcopy(self.others))
         for dep_name, dep in self.deployments.items():
             replicas = dep["spec"].get("replicas", 1)
             dep["status"] = {"replicas": replicas, "readyReplicas": replicas}
@@ -71,12 +75,24 @@ class FakeKube:
             raise self.refuse_apply
         self.applied.append(obj["kind"])
         stored = copy.deepcopy(obj)
+        name = obj["metadata"]["name"]
         if obj["kind"] == "Deployment":
             # As the API server: replicas another manager wrote stay; a new one defaults to 1.
-            before = self.deployments.get(obj["metadata"]["name"])
+            before = self.deployments.get(name)
             default = before["spec"].get("replicas", 1) if before is not None else 1
             stored["spec"].setdefault("replicas", default)
-            self.deployments[obj["metadata"]["name"]] = stored
+        else:
+            before = self.others.get((obj["kind"], name))
+        # An apply that changes nothing writes nothing (its resourceVersion stays).
+        version = (before or {}).get("metadata", {}).get("resourceVersion")
+        stored["metadata"]["resourceVersion"] = version
+        if before is None or {**before, "status": None} != {**stored, "status": None}:
+            self.versions += 1
+            stored["metadata"]["resourceVersion"] = str(self.versions)
+        if obj["kind"] == "Deployment":
+            self.deployments[name] = stored
+        else:
+            self.others[(obj["kind"], name)] = stored
         return copy.deepcopy(stored)
 
     def scale_deployment(
@@ -84,10 +100,13 @@ class FakeKube:
     ) -> None:
         self.scaled.append((name, replicas))
         self.deployments[name]["spec"]["replicas"] = replicas
+        self.versions += 1
+        self.deployments[name]["metadata"]["resourceVersion"] = str(self.versions)
 
     def delete(self, api_version: str, kind: str, namespace: str, name: str) -> None:
         if kind == "Deployment":
             self.deployments.pop(name, None)
+        self.others.pop((kind, name), None)
 
     def patch_status(self, namespace: str, name: str, patch: dict[str, Any]) -> dict[str, Any]:
         if self.refuse_status is not None:
@@ -271,6 +290,28 @@ def test_a_new_deployment_is_scaled_only_when_the_api_server_default_is_not_what
         assert kube.scaled == ([] if min_replicas == 1 else [(name, min_replicas)]), kube.scaled
         reconciler.reconcile(copy.deepcopy(kube.body))  # its Deployment and pods now observed
         assert len(kube.scaled) == (0 if min_replicas == 1 else 1), kube.scaled
+
+
+def test_the_watch_events_of_objects_it_just_created_are_not_news_but_a_workloads_are() -> None:
+    body = _body()
+    made = {
+        "Service": {"kind": "Service", "metadata": {"name": "chat", "resourceVersion": "7"}},
+        "PodDisruptionBudget": {
+            "kind": "PodDisruptionBudget",
+            "metadata": {"name": "chat", "resourceVersion": "8", "generation": 1},
+        },
+        "Deployment": {
+            "kind": "Deployment",
+            "metadata": {"name": "chat-abc", "resourceVersion": "9", "generation": 1},
+        },
+    }
+    before = ObservedState()  # nothing existed when the reconcile decided
+    for kinds, news in ((("Service", "PodDisruptionBudget"), False), (("Deployment",), True)):
+        remembered = _fingerprint(body, _as_applied(before, [made[k] for k in kinds]), None)
+        echo = ObservedState()  # their watch events: the objects as the API server returned them
+        for kind in kinds:
+            echo.owned[(kind, made[kind]["metadata"]["name"])] = copy.deepcopy(made[kind])
+        assert (_fingerprint(body, echo, None) != remembered) is news, kinds
 
 
 def test_a_pdb_status_write_is_not_news_but_a_change_to_its_spec_is() -> None:
