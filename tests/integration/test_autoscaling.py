@@ -838,11 +838,15 @@ def assert_replicas_owned_by_the_autoscaler(
     kubectl_json: Any, namespace: str, replicas: int
 ) -> None:
     """One writer per field: the rendered Deployment has no replicas, the autoscaler's field
-    manager writes them."""
+    manager writes them (at the API server's default of 1 on a new Deployment, nobody has:
+    a write that changes nothing is not made)."""
     [deployment] = kubectl_json("-n", namespace, "deployments", "--show-managed-fields")["items"]
     assert deployment["spec"]["replicas"] == replicas
     managers = _replicas_managers(deployment)
-    assert managers == {"llmservice-autoscaler"}, managers
+    if replicas == 1:
+        assert managers <= {"llmservice-autoscaler"}, managers
+    else:
+        assert managers == {"llmservice-autoscaler"}, managers
 
 
 def scale_down_time(watcher: Watcher, since: float, desired: int) -> datetime:
