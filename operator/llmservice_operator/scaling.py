@@ -77,18 +77,6 @@ def pod_is_ready(pod: dict[str, Any]) -> bool:
     return _ready_condition(pod) is not None
 
 
-#: How long a replica may be Ready without metrics before its silence is worth a condition.
-#: Prometheus scrapes every 15-60 s, so at the first evaluation a replica that has just turned
-#: Ready has often not been scraped yet: flagging it would raise ScalingDegraded, and a Warning
-#: Event, for every new service and clear them a scrape later. (The HPA likewise treats a pod's
-#: first 30 s of readiness apart: --horizontal-pod-autoscaler-initial-readiness-delay.)
-FIRST_SCRAPE_GRACE_S = 60.0
-
-
-def _before_first_scrape(ready_for: float | None) -> bool:
-    return ready_for is not None and ready_for < FIRST_SCRAPE_GRACE_S
-
-
 def ready_seconds(pod: dict[str, Any], now: datetime) -> float | None:
     """How long the pod has been Ready (its Ready condition's last transition); None unknown."""
     ready = _ready_condition(pod)
@@ -227,12 +215,9 @@ def evaluate_scaling(
     decision = decide_replicas(config, inputs)
     reason = None
     # Pods Ready but not scraped yet (just started) are normal: only a source that failed, or
-    # silence from every Ready replica once one of them has had time to be scraped, is worth
-    # a condition.
-    silent = samples is not None and bool(ready) and not per_pod
-    if decision.degraded and (samples is None or silent):
-        if not (silent and all(_before_first_scrape(ages.get(n)) for n in ready)):
-            reason = metrics_error or "no metrics from any Ready replica"
+    # silence from every Ready replica, is worth a condition.
+    if decision.degraded and (samples is None or (ready and not per_pod)):
+        reason = metrics_error or "no metrics from any Ready replica"
     elif decision.degraded and arrival_error is not None:
         reason = f"{arrival_error}; never scaling down (or waking from zero) without it"
     status = decision.to_status().model_copy(

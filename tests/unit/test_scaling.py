@@ -43,25 +43,6 @@ def test_silence_from_every_ready_pod_is_degraded() -> None:
     assert out.degraded_reason is not None
 
 
-def _ready_for(name: str, seconds: float) -> dict[str, Any]:
-    pod = _pod(name, True)
-    since = to_rfc3339(NOW - timedelta(seconds=seconds))
-    pod["status"]["conditions"][0]["lastTransitionTime"] = since
-    return pod
-
-
-def test_silence_is_degraded_only_once_a_ready_pod_could_have_been_scraped() -> None:
-    fresh = [_ready_for("a", 20), _ready_for("b", 59)]
-    out = evaluate_scaling(SPEC, 8, None, fresh, {}, None, NOW)
-    assert out.degraded_reason is None and out.total == 1  # holds, waiting for a first scrape
-    older = [_ready_for("a", 20), _ready_for("b", 61)]
-    out = evaluate_scaling(SPEC, 8, None, older, {}, None, NOW)
-    assert out.degraded_reason == "no metrics from any Ready replica"
-    # A source that failed is worth the condition at once, however fresh the pods.
-    out = evaluate_scaling(SPEC, 8, None, fresh, None, "connection refused", NOW)
-    assert out.degraded_reason == "connection refused"
-
-
 def test_evaluation_interval() -> None:
     first = evaluate_scaling(SPEC, 8, None, [_pod("a", True)], {}, None, NOW)
     assert not evaluation_due(first.status, SPEC, NOW)
