@@ -242,12 +242,16 @@ class BackgroundLoad:
 
     # ----------------------------------------------------------------- what it saw
 
-    def reports(self, since: float = 0.0, until: float = float("inf")) -> list[LoadReport]:
+    def _answered(self, since: float, until: float) -> list[tuple[Chunk, LoadReport]]:
+        """The chunks that sent requests between ``since`` and ``until``, with their reports."""
         return [
-            c.report
+            (c, c.report)
             for c in list(self.chunks)
             if c.report is not None and c.ended >= since and c.started <= until
         ]
+
+    def reports(self, since: float = 0.0, until: float = float("inf")) -> list[LoadReport]:
+        return [report for _, report in self._answered(since, until)]
 
     def gaps(self) -> list[Chunk]:
         """Times the service had no Ready pod behind its Service."""
@@ -255,10 +259,7 @@ class BackgroundLoad:
 
     def per_revision(self, since: float = 0.0, until: float = float("inf")) -> dict[str, Counts]:
         totals: dict[str, Counts] = {}
-        for chunk in list(self.chunks):
-            report = chunk.report
-            if report is None or chunk.ended < since or chunk.started > until:
-                continue
+        for chunk, report in self._answered(since, until):
             for url, counts in report.per_target.items():
                 # As of the chunk's start: its requests went to the pods Ready then.
                 revision = self.targets.revision_at(url, chunk.started) or f"? {url}"

@@ -665,8 +665,8 @@ def _as_applied(observed: ObservedState, written: list[dict[str, Any]]) -> Obser
 
 def _version(kind: str, obj: dict[str, Any]) -> Any:
     meta = obj["metadata"]
-    if kind in STATUS_UNREAD_KINDS and meta.get("generation") is not None:
-        return ("generation", meta["generation"])
+    if kind in STATUS_UNREAD_KINDS:
+        return meta.get("generation") or meta.get("resourceVersion")
     return meta.get("resourceVersion")
 
 
