@@ -674,7 +674,7 @@ def kubectl_baseline(
     seen = watcher.seen["created"]
     time.sleep(2)
     served_before, kubectl_cpu_before = apiserver_requests(info), _children_cpu()
-    started = time.monotonic()
+    since, started = datetime.now().astimezone(), time.monotonic()
     info.run_kubectl("apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List",
                                                            "items": items}))  # fmt: skip
     applied = time.monotonic() - started
@@ -683,9 +683,12 @@ def kubectl_baseline(
         time.sleep(0.1)
     watcher.stop()
     took = max(seen.values(), default=started) - started
+    # None expected: its services are gone (a service it kept would load the baseline).
+    operator = len(_operator_requests(info, since, datetime.now().astimezone()))
     print(f"baseline {target}: kubectl applied {len(items)} objects in {applied:.1f}s, "
-          f"{kubectl_cpu:.1f}s of its own CPU; the API server served meanwhile (its own "
-          f"times):\n" + server_side_line(served_before, apiserver_requests(info)),
+          f"{kubectl_cpu:.1f}s of its own CPU; the operator made {operator} requests; the API "
+          f"server served meanwhile (its own times):\n"
+          + server_side_line(served_before, apiserver_requests(info)),
           file=sys.stderr)  # fmt: skip
     _wait_for_namespaces_gone(info, target)
     return took

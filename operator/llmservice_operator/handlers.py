@@ -14,6 +14,10 @@ What wakes a service:
 - an error: retried with per-service exponential backoff, 5 ms doubling to about 1,000 s
   (controller-runtime's default), reset by the next success;
 - the resync (`reconcileIntervalSeconds`, minutes): a safety net only.
+
+What forgets one: its DELETED event; or, for a deletion kopf never told (it lists again after
+its watch expires, and tells only what it finds), a 404 that a LIST of its name confirms, and
+the look that follows each listing (forget_vanished).
 """
 
 from __future__ import annotations
@@ -29,10 +33,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 import kopf
+from kubernetes.client.exceptions import ApiException
 
 from .adapters.background import BackgroundIO
 from .adapters.event_poster import EventPoster
-from .adapters.kube import CacheNotSynced, KubeAdapter
+from .adapters.kube import CacheNotSynced, KubeAdapter, version_number
 from .adapters.metrics import OperatorMetrics
 from .api import GROUP, PLURAL, VERSION
 from .gc_pauses import COUNT_EVERY, SETTLE_INTERVAL_S, THAW_EVERY, measure_pauses, settle
@@ -42,7 +47,7 @@ from .render.labels import SERVICE
 from .settings import OperatorSettings
 from .workqueue import WorkQueue, priority_of
 
-__all__ = ["OperatorState", "backoff_seconds", "register"]
+__all__ = ["OperatorState", "backoff_seconds", "forget_vanished", "register"]
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +59,9 @@ SLOW_RECONCILE_S = 0.5
 #: How long start-up waits for the watch caches' first lists before reconciling anyway
 #: (a reconcile then fails with CacheNotSynced and is retried with backoff).
 SYNC_TIMEOUT_S = 60.0
+#: After kopf lists the LLMServices, how long before the look for those deleted unseen (the
+#: listing's events, one per object, are handled by then).
+SWEEP_AFTER_LIST_S = 30.0
 
 
 class NoDiffBase(kopf.DiffBaseStorage):
@@ -103,6 +111,8 @@ class OperatorState:
     #: One timer per key: (when, handle); a later due time never replaces an earlier one.
     timers: dict[Key, tuple[float, asyncio.TimerHandle]] = field(default_factory=dict)
     loop: asyncio.AbstractEventLoop | None = None
+    #: The look for services deleted unseen, due SWEEP_AFTER_LIST_S after kopf listed them.
+    sweep: asyncio.Task[None] | None = None
 
     def enqueue(self, key: Key) -> None:
         if self.queue is None:
@@ -140,6 +150,18 @@ class OperatorState:
     def _fire(self, key: Key) -> None:
         self.timers.pop(key, None)
         self.enqueue(key)
+
+    def sweep_soon(self) -> None:
+        """kopf listed the LLMServices (at start, or again after its watch expired): a little
+        later, forget those it no longer found (forget_vanished). One look per listing."""
+        if self.sweep is not None and not self.sweep.done():
+            return
+
+        async def sweep() -> None:
+            await asyncio.sleep(SWEEP_AFTER_LIST_S)
+            await forget_vanished(self)
+
+        self.sweep = asyncio.get_running_loop().create_task(sweep())
 
     def forget(self, key: Key) -> None:
         self.bodies.pop(key, None)
@@ -183,6 +205,10 @@ async def _process(state: OperatorState, key: Key) -> Laps | None:
     try:
         result = await asyncio.to_thread(state.reconciler.reconcile, body)
     except Exception as err:  # noqa: BLE001 - one bad object must not stop the worker
+        if _not_found(err) and not await asyncio.to_thread(_still_there, state.kube, key):
+            log.info("%s/%s is gone (its deletion was not seen); forgotten", *key)
+            state.forget(key)
+            return None
         failures = state.failures.get(key, 0) + 1
         state.failures[key] = failures
         delay = backoff_seconds(failures)
@@ -215,14 +241,46 @@ def remember(state: OperatorState, key: Key, body: dict[str, Any]) -> bool:
 
 
 def _newer(candidate: dict[str, Any], cached: dict[str, Any] | None) -> bool:
-    """resourceVersions are opaque, but etcd's are increasing integers in practice."""
     if cached is None:
         return False  # deleted meanwhile: keep it deleted
-    new = candidate.get("metadata", {}).get("resourceVersion", "")
-    old = cached.get("metadata", {}).get("resourceVersion", "")
-    if new.isdigit() and old.isdigit():
-        return int(new) > int(old)
-    return False
+    old = version_number(cached.get("metadata", {}).get("resourceVersion", ""))
+    return (
+        old >= 0 and version_number(candidate.get("metadata", {}).get("resourceVersion", "")) > old
+    )
+
+
+def _not_found(err: Exception) -> bool:
+    """A 404: the namespace, the LLMService or one of its objects is not there."""
+    return isinstance(err, ApiException) and err.status == 404
+
+
+def _still_there(kube: KubeAdapter, key: Key) -> bool:
+    try:
+        return kube.llmservice_exists(*key)
+    except Exception as err:  # noqa: BLE001 - not known to be gone: keep it
+        log.warning("could not look for %s/%s: %s", *key, err)
+        return True
+
+
+async def forget_vanished(state: OperatorState) -> None:
+    """Forget the services deleted while the LLMService watch was being listed again.
+
+    kopf lists again when its watch expires (410 Gone) or breaks, and tells each object it
+    finds, never one deleted meanwhile: its cached body would stay, and the operator would
+    reconcile a ghost for ever (re-creating objects the garbage collector removes, or failing
+    with backoff in a namespace that is gone). One LIST of metadata; a body newer than it is
+    kept (created, or seen, after it was taken)."""
+    assert state.kube is not None
+    try:
+        present, listed_at = await asyncio.to_thread(state.kube.llmservice_versions)
+    except Exception as err:  # noqa: BLE001 - the next resync tries again
+        log.warning("could not list the LLMServices: %s", err)
+        return
+    for key, body in list(state.bodies.items()):
+        version = str(body.get("metadata", {}).get("resourceVersion", ""))
+        if key not in present and version_number(version) <= version_number(listed_at):
+            log.info("%s/%s is gone (its deletion was not seen); forgotten", *key)
+            state.forget(key)
 
 
 async def _resync(state: OperatorState) -> None:
@@ -304,6 +362,8 @@ def register(registry: kopf.OperatorRegistry, state: OperatorState) -> None:
     async def cleanup(**_: Any) -> None:
         # Ours, not kopf's: left running, kopf would wait 5 s for them as "hung" tasks and the
         # standby would take over that much later.
+        if state.sweep is not None:
+            state.tasks.append(state.sweep)
         for task in state.tasks:
             task.cancel()
         await asyncio.gather(*state.tasks, return_exceptions=True)
@@ -324,5 +384,7 @@ def register(registry: kopf.OperatorRegistry, state: OperatorState) -> None:
         if type == "DELETED":
             state.forget(key)
             return
+        if type is None:  # found by a listing, not a watch: was anything deleted unseen?
+            state.sweep_soon()
         if remember(state, key, dict(body)):
             state.enqueue(key)

@@ -12,10 +12,12 @@ from datetime import datetime
 from typing import Any
 
 import pytest
+from kubernetes import config
 from prometheus_client.parser import text_string_to_metric_families
 
 from llmservice_dev.localcluster import ClusterInfo
 from llmservice_dev.localcluster.cluster import OPERATOR_NAMESPACE
+from llmservice_operator.adapters.kube import KubeAdapter, version_number
 
 from .conftest import Kubectl
 from .operator_fixtures import (
@@ -223,3 +225,24 @@ def test_a_hanging_smoke_test_does_not_hold_up_another_service(
     revisions = status(kubectl_json, namespace, "hung").get("revisions") or {}
     assert revisions.get("candidate"), "the hung smoke test ended early"
     assert "SmokeTestPassed" not in json.dumps(kubectl_json("-n", namespace, "events"))
+
+
+def test_the_operators_account_can_tell_a_deleted_service_from_a_present_one(
+    cluster: ClusterInfo, namespace: str, kubectl: Kubectl, operators: OperatorFactory
+) -> None:
+    """What forgets a service whose deletion kopf's listing never told (handlers.py): a LIST
+    of its name, and a LIST of every LLMService with the list's resourceVersion, both of
+    metadata only, as the chart's account (a 403 here would keep every ghost)."""
+    op = operators.start(namespace)
+    api_client = config.new_client_from_config(config_file=str(cluster.kubeconfig))  # type: ignore[no-untyped-call]
+    api_client.default_headers["Impersonate-User"] = op.service_account
+    adapter = KubeAdapter(api_client, namespaces=[namespace])
+    apply(kubectl, service(namespace, "present"), service(namespace, "deleted"))
+    kubectl("-n", namespace, "delete", "llmservice", "deleted")
+    assert adapter.llmservice_exists(namespace, "present")
+    assert not adapter.llmservice_exists(namespace, "deleted")
+    assert not adapter.llmservice_exists(f"{namespace}-gone", "present")  # no such namespace
+    found, listed_at = adapter.llmservice_versions()
+    assert set(found) == {(namespace, "present")}
+    assert version_number(listed_at) >= version_number(found[(namespace, "present")]) > 0
+    assert not op.denials()

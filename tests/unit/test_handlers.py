@@ -13,6 +13,7 @@ from typing import Any
 
 import kopf
 import pytest
+from kubernetes.client.exceptions import ApiException
 
 from llmservice_operator import handlers
 from llmservice_operator.adapters.metrics import OperatorMetrics
@@ -357,3 +358,130 @@ def test_the_collector_is_settled_every_round_thawed_and_counted_every_few(
     counted, thawed = zip(*rounds_seen[:7], strict=True)
     assert thawed == (False, False, True, False, False, True, False)
     assert counted == (True, False, False, False, True, False, False)
+
+
+class GhostCluster:
+    """The API server as the ghost-hunting code sees it: which LLMServices exist, and the
+    list's resourceVersion."""
+
+    def __init__(self, present: dict[tuple[str, str], str], listed_at: str = "10") -> None:
+        self.present = present
+        self.listed_at = listed_at
+        self.lists = 0
+
+    def llmservice_exists(self, namespace: str, name: str) -> bool:
+        self.lists += 1
+        return (namespace, name) in self.present
+
+    def llmservice_versions(self) -> tuple[dict[tuple[str, str], str], str]:
+        self.lists += 1
+        return dict(self.present), self.listed_at
+
+    def post_event(self, *_: Any) -> None:
+        pass
+
+
+class NotFoundReconciler:
+    """Every reconcile fails as one does in a namespace that is gone."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def reconcile(self, body: dict[str, Any]) -> ReconcileResult:
+        self.calls += 1
+        raise ApiException(status=404, reason="Not Found")
+
+    def forget(self, key: tuple[str, str]) -> None:
+        pass
+
+
+def _run_once(cluster: GhostCluster) -> tuple[OperatorState, NotFoundReconciler]:
+    async def scenario() -> tuple[OperatorState, NotFoundReconciler]:
+        state = _state()
+        reconciler = NotFoundReconciler()
+        state.reconciler = reconciler  # type: ignore[assignment]
+        state.kube = cluster  # type: ignore[assignment]
+        state.queue = WorkQueue()
+        state.bodies[KEY] = _body("5")
+        worker = asyncio.create_task(_worker(state))
+        state.enqueue(KEY)
+        await asyncio.sleep(0.1)
+        worker.cancel()
+        await asyncio.gather(worker, return_exceptions=True)
+        for _, timer in state.timers.values():
+            timer.cancel()
+        return state, reconciler
+
+    return asyncio.run(scenario())
+
+
+def test_a_service_whose_deletion_was_not_seen_is_forgotten_at_its_first_404() -> None:
+    """kopf's listing after an expired watch never tells a deletion: the 404 its reconcile
+    meets, confirmed by a LIST of its name, forgets it (no retries in a namespace that is
+    gone)."""
+    state, reconciler = _run_once(GhostCluster(present={}))
+    assert KEY not in state.bodies
+    assert KEY not in state.timers and KEY not in state.failures
+    assert reconciler.calls == 1
+
+
+def test_a_404_for_a_service_that_is_still_there_is_retried_with_backoff() -> None:
+    cluster = GhostCluster(present={KEY: "5"})
+    state, reconciler = _run_once(cluster)
+    assert KEY in state.bodies
+    assert reconciler.calls > 1  # 5 ms, 10 ms, 20 ms...
+    assert state.failures[KEY] == reconciler.calls == cluster.lists and KEY in state.timers
+
+
+def test_the_look_after_a_listing_forgets_what_the_list_no_longer_has() -> None:
+    """A body older than the list and absent from it is a deletion not seen; one newer than
+    the list was created after it, and one the list has is there."""
+    kept, gone, newer = ("ml", "kept"), ("ml", "gone"), ("ml", "newer")
+    cluster = GhostCluster(present={kept: "4"}, listed_at="10")
+
+    async def scenario() -> OperatorState:
+        state = _state()
+        state.kube = cluster  # type: ignore[assignment]
+        for (namespace, name), version in ((kept, "4"), (gone, "7"), (newer, "11")):
+            state.bodies[(namespace, name)] = {
+                "metadata": {"namespace": namespace, "name": name, "resourceVersion": version}
+            }
+        await handlers.forget_vanished(state)
+        return state
+
+    state = asyncio.run(scenario())
+    assert set(state.bodies) == {kept, newer}
+    assert cluster.lists == 1
+
+
+def test_kopfs_listing_of_a_service_brings_one_look_for_deletions_not_seen(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Objects found by a listing come as type None; the look follows once per listing (not
+    once per object), and a watch event brings none."""
+    monkeypatch.setattr(handlers, "SWEEP_AFTER_LIST_S", 0.05)
+    cluster = GhostCluster(present={KEY: "7"}, listed_at="9")
+
+    async def scenario() -> OperatorState:
+        state = _state()
+        state.queue = WorkQueue()
+        state.kube = cluster  # type: ignore[assignment]
+        registry = kopf.OperatorRegistry()
+        register(registry, state)
+        (handler,) = [
+            h for h in registry._watching.get_all_handlers() if h.id.endswith("llmservice_event")
+        ]
+        await handler.fn(type="ADDED", body=_body("6"))
+        await asyncio.sleep(0.1)
+        assert cluster.lists == 0
+        state.bodies[("ml", "ghost")] = {
+            "metadata": {"namespace": "ml", "name": "ghost", "resourceVersion": "3"}
+        }
+        for _ in range(3):
+            await handler.fn(type=None, body=_body("7"))
+        await asyncio.sleep(0.2)
+        return state
+
+    state = asyncio.run(scenario())
+    assert cluster.lists == 1
+    assert set(state.bodies) == {KEY}

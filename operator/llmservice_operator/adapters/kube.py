@@ -46,6 +46,8 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 FIELD_MANAGER = "llmservice-operator"
+#: A LIST answered with each object's metadata only (what kubectl get -o name asks for).
+PARTIAL_METADATA_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
 #: A second manager for Deployment.spec.replicas: the rendered object leaves it out.
 AUTOSCALER_FIELD_MANAGER = "llmservice-autoscaler"
 
@@ -389,12 +391,53 @@ class KubeAdapter:
         )
         return updated
 
+    def llmservice_exists(self, namespace: str, name: str) -> bool:
+        """Whether the LLMService is still there (a deletion the watch missed): one LIST of
+        that name, metadata only (the operator may list LLMServices, not get them)."""
+        resource = self._resource(API_VERSION, KIND)
+        response = resource.get(
+            namespace=namespace,
+            field_selector=f"metadata.name={name}",
+            serialize=False,
+            header_params={"Accept": PARTIAL_METADATA_LIST},
+        )
+        return bool(json.loads(response.data).get("items"))
+
+    def llmservice_versions(self) -> tuple[dict[tuple[str, str], str], str]:
+        """Every LLMService the operator watches, by (namespace, name), with its
+        resourceVersion; and the list's own resourceVersion. One LIST per watched namespace
+        (or one for the cluster), of metadata only."""
+        resource = self._resource(API_VERSION, KIND)
+        found: dict[tuple[str, str], str] = {}
+        list_version = ""
+        for namespace in self._namespaces or (None,):
+            response = resource.get(
+                namespace=namespace,
+                serialize=False,
+                header_params={"Accept": PARTIAL_METADATA_LIST},
+            )
+            listed = json.loads(response.data)
+            for item in listed.get("items") or []:
+                meta = item["metadata"]
+                found[(meta["namespace"], meta["name"])] = str(meta.get("resourceVersion", ""))
+            list_version = max(
+                list_version, str(listed.get("metadata", {}).get("resourceVersion", "")),
+                key=version_number,
+            )  # fmt: skip
+        return found, list_version
+
 
 def _plain(_client: Any, data: dict[str, Any]) -> dict[str, Any]:
     """The dynamic client's answer as the JSON dict it is. Its default ResourceInstance
     wraps every nested field in an object, then to_dict() unwraps them again: most of a
     status write's CPU at a thousand services."""
     return data
+
+
+def version_number(version: str) -> int:
+    """A resourceVersion's order (-1: not a number). They are opaque, but etcd's are
+    increasing integers in practice."""
+    return int(version) if version.isdigit() else -1
 
 
 def _digest(obj: dict[str, Any]) -> str:
