@@ -29,6 +29,9 @@ from .sizing import (
 
 __all__ = ["ServicePlan", "plan_service", "resolve_architecture", "serving_shape", "size_service"]
 
+#: How many distinct sizings are kept (a few KiB each).
+SIZINGS_KEPT = 256
+
 
 @dataclass(frozen=True)
 class ServicePlan:
@@ -94,10 +97,20 @@ def size_service(service: LLMService, catalog: GpuCatalog) -> SizingResult:
         tpot_p99_ms=spec.slo.tpot_p99_ms,
     )
     try:
-        return choose_gpu(request, catalog, spec.resources.gpu, list(spec.resources.allowed_gpus))
+        return _choose_gpu(request, catalog, spec.resources.gpu, tuple(spec.resources.allowed_gpus))
     except SizingError as err:
         field = f"spec.{err.field}" if err.field else "spec.resources"
         raise SpecError(field, str(err), kind="does_not_fit") from err
+
+
+@functools.lru_cache(maxsize=SIZINGS_KEPT)
+def _choose_gpu(
+    request: SizingRequest, catalog: GpuCatalog, gpu: str, allowed: tuple[str, ...]
+) -> SizingResult:
+    """choose_gpu, a pure function of frozen (hashable) inputs, kept for the last few: a
+    fleet serving one model in one shape many times over (a service per tenant or namespace)
+    is sized once, not once per service (its Fraction arithmetic is most of a plan's CPU)."""
+    return choose_gpu(request, catalog, gpu, list(allowed))
 
 
 def serving_shape(result: SizingResult, catalog: GpuCatalog) -> ServingShape:

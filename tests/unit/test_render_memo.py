@@ -1,0 +1,106 @@
+"""What keeps a reconcile's rendering and sizing cheap: rendered YAML parsed once, and a sizing
+kept by its inputs. Both must give what the slow path gives, and a fresh object each time."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+import pytest
+import yaml
+
+from llmservice_operator import service_plan
+from llmservice_operator.api import parse_llmservice
+from llmservice_operator.render import objects
+from llmservice_operator.render.objects import _ParsedYaml
+from llmservice_operator.service_plan import plan_service
+from llmservice_operator.sizing import load_catalog
+
+DEPLOYMENTISH = """\
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: chat, labels: {a: "1"}}
+spec:
+  replicas: 2
+  template:
+    spec:
+      containers:
+      - name: vllm
+        args: ["--max-model-len", "4096"]
+        resources: {limits: {nvidia.com/gpu: 1}}
+        env: [{name: RATIO, value: "0.9"}, {name: ON, value: "true"}]
+      tolerations: []
+      priority: 1.5
+      hostIPC: false
+      nothing: null
+"""
+
+
+def test_parsed_yaml_is_the_yaml_and_a_fresh_object_each_time(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    parsed = _ParsedYaml(8)
+    calls = []
+    real_load = yaml.load
+
+    def counting_load(text: str, Loader: Any) -> Any:
+        calls.append(text)
+        return real_load(text, Loader=Loader)
+
+    monkeypatch.setattr(objects.yaml, "load", counting_load)
+    first = parsed.load(DEPLOYMENTISH)
+    first["metadata"]["labels"]["mine"] = "changed by a decision"
+    second = parsed.load(DEPLOYMENTISH)
+    assert len(calls) == 1  # parsed once
+    assert second == real_load(DEPLOYMENTISH, Loader=yaml.SafeLoader)
+    assert "mine" not in second["metadata"]["labels"]
+    second["spec"]["replicas"] = 9
+    assert parsed.load(DEPLOYMENTISH)["spec"]["replicas"] == 2
+
+
+def test_parsed_yaml_keeps_only_what_json_carries_unchanged_and_only_the_last_few() -> None:
+    parsed = _ParsedYaml(2)
+    dated = "day: 2026-12-06\n"
+    assert parsed.load(dated) == {"day": datetime.date(2026, 12, 6)}
+    assert parsed.load("1: one\n") == {1: "one"}  # JSON would make the key "1"
+    assert parsed.load("1: one\n") == {1: "one"}
+    for i in range(3):
+        parsed.load(f"n: {i}\n")
+    assert len(parsed._kept) == 2
+
+
+def _service(name: str, max_model_len: int = 4096) -> Any:
+    return parse_llmservice(
+        {
+            "apiVersion": "serving.llmservice.dev/v1alpha1",
+            "kind": "LLMService",
+            "metadata": {"name": name, "namespace": "ml"},
+            "spec": {
+                "model": {"id": "meta-llama/Llama-3.1-8B-Instruct"},
+                "engine": {"maxModelLen": max_model_len},
+                "resources": {"gpu": "auto"},
+            },
+        }
+    )
+
+
+def test_services_of_one_shape_are_sized_once_and_another_shape_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    service_plan._choose_gpu.cache_clear()
+    catalog = load_catalog(None)
+    sized = []
+    real = service_plan.choose_gpu
+
+    def counting(*args: Any) -> Any:
+        sized.append(args)
+        return real(*args)
+
+    monkeypatch.setattr(service_plan, "choose_gpu", counting)
+    plans = [plan_service(_service(f"tenant-{i}"), catalog) for i in range(3)]
+    assert len(sized) == 1
+    assert {p.sizing for p in plans} == {real(*sized[0])}
+    assert plans[1].render_input.name == "tenant-1"  # the rest of the plan is the service's
+    longer = plan_service(_service("long", max_model_len=32768), catalog)
+    assert len(sized) == 2
+    assert longer.sizing.max_model_len == 32768 != plans[0].sizing.max_model_len
