@@ -206,8 +206,7 @@ async def _process(state: OperatorState, key: Key) -> Laps | None:
         result = await asyncio.to_thread(state.reconciler.reconcile, body)
     except Exception as err:  # noqa: BLE001 - one bad object must not stop the worker
         if _not_found(err) and not await asyncio.to_thread(_still_there, state.kube, key):
-            log.info("%s/%s is gone (its deletion was not seen); forgotten", *key)
-            state.forget(key)
+            _forget_unseen_deletion(state, key)
             return None
         failures = state.failures.get(key, 0) + 1
         state.failures[key] = failures
@@ -279,8 +278,12 @@ async def forget_vanished(state: OperatorState) -> None:
     for key, body in list(state.bodies.items()):
         version = str(body.get("metadata", {}).get("resourceVersion", ""))
         if key not in present and version_number(version) <= version_number(listed_at):
-            log.info("%s/%s is gone (its deletion was not seen); forgotten", *key)
-            state.forget(key)
+            _forget_unseen_deletion(state, key)
+
+
+def _forget_unseen_deletion(state: OperatorState, key: Key) -> None:
+    log.info("%s/%s is gone (its deletion was not seen); forgotten", *key)
+    state.forget(key)
 
 
 async def _resync(state: OperatorState) -> None:

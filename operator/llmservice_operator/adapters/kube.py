@@ -393,30 +393,18 @@ class KubeAdapter:
 
     def llmservice_exists(self, namespace: str, name: str) -> bool:
         """Whether the LLMService is still there (a deletion the watch missed): one LIST of
-        that name, metadata only (the operator may list LLMServices, not get them)."""
-        resource = self._resource(API_VERSION, KIND)
-        response = resource.get(
-            namespace=namespace,
-            field_selector=f"metadata.name={name}",
-            serialize=False,
-            header_params={"Accept": PARTIAL_METADATA_LIST},
-        )
-        return bool(json.loads(response.data).get("items"))
+        that name (the operator may list LLMServices, not get them)."""
+        listed = self._llmservice_metadata(namespace, field_selector=f"metadata.name={name}")
+        return bool(listed.get("items"))
 
     def llmservice_versions(self) -> tuple[dict[tuple[str, str], str], str]:
         """Every LLMService the operator watches, by (namespace, name), with its
         resourceVersion; and the list's own resourceVersion. One LIST per watched namespace
-        (or one for the cluster), of metadata only."""
-        resource = self._resource(API_VERSION, KIND)
+        (or one for the cluster)."""
         found: dict[tuple[str, str], str] = {}
         list_version = ""
         for namespace in self._namespaces or (None,):
-            response = resource.get(
-                namespace=namespace,
-                serialize=False,
-                header_params={"Accept": PARTIAL_METADATA_LIST},
-            )
-            listed = json.loads(response.data)
+            listed = self._llmservice_metadata(namespace)
             for item in listed.get("items") or []:
                 meta = item["metadata"]
                 found[(meta["namespace"], meta["name"])] = str(meta.get("resourceVersion", ""))
@@ -425,6 +413,17 @@ class KubeAdapter:
                 key=version_number,
             )  # fmt: skip
         return found, list_version
+
+    def _llmservice_metadata(self, namespace: str | None, **selectors: str) -> dict[str, Any]:
+        """A LIST of LLMServices answered with each one's metadata only."""
+        response = self._resource(API_VERSION, KIND).get(
+            namespace=namespace,
+            serialize=False,
+            header_params={"Accept": PARTIAL_METADATA_LIST},
+            **selectors,
+        )
+        listed: dict[str, Any] = json.loads(response.data)
+        return listed
 
 
 def _plain(_client: Any, data: dict[str, Any]) -> dict[str, Any]:
