@@ -43,7 +43,7 @@ import time
 import urllib.request
 import uuid
 from collections.abc import Callable
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -517,6 +517,7 @@ def run(count: int, workers: int, timeout: float) -> dict[str, float]:
     reconciles_before = reconciles_so_far(info)
     served_before = apiserver_requests(info)
     kubectl_cpu_before = _children_cpu()
+    burst_sampler = CpuSampler(period_s=1.0)
     applied_at, burst_since = time.monotonic(), datetime.now().astimezone()
     kubectl("apply", "-f", "-", stdin=json.dumps(docs))
     llmservices_applied = time.monotonic() - applied_at
@@ -541,6 +542,14 @@ def run(count: int, workers: int, timeout: float) -> dict[str, float]:
     reconciled = reconciles_so_far(info) - reconciles_before
     print(f"the operator reconciled {reconciled / count:.1f} times per service until the last was "
           "Available", file=sys.stderr)  # fmt: skip
+    burst_sampler.stop()
+    if to_deployment:
+        last_deployment = burst_since + timedelta(seconds=max(to_deployment))
+        print("cores used until the last Deployment existed: " + _cores_line(
+            burst_sampler.cores_between(applied_at, applied_at + max(to_deployment))),
+            file=sys.stderr)  # fmt: skip
+        print("the operator's requests until the last Deployment existed:\n" + request_breakdown(
+            info, burst_since, last_deployment, count), file=sys.stderr)  # fmt: skip
     print("the operator's requests until the last was Available:\n" + request_breakdown(
         info, burst_since, datetime.now().astimezone(), count), file=sys.stderr)  # fmt: skip
 
