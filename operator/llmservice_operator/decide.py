@@ -517,7 +517,8 @@ def _desired_objects(
     scale = scaler(render_input, deployment_name(name, stable), target)
     if scale is not None:
         objects.append(scale)
-    objects.append(prometheus_rule(render_input))  # applied where its CRD is served
+    if "PrometheusRule" not in observed.missing_apis:  # its alerts are the largest render
+        objects.append(prometheus_rule(render_input))
     route = http_route(render_input, traffic.route_weights, traffic.preview_revision is not None)
     if route is not None:
         objects.append(route)

@@ -8,8 +8,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
+import llmservice_operator.decide as decide_module
 from llmservice_operator.api.status import AutoscalingStatus
 from llmservice_operator.decide import decide
 from llmservice_operator.observed import ObservedState
@@ -186,3 +188,22 @@ def test_a_gateway_route_without_the_gateway_api_is_degraded_not_silent() -> Non
     )
     served = decide(body, _observed(), CATALOG, NOW, "")
     assert "HTTPRoute" in {o["kind"] for o in served.apply}
+
+
+def test_no_prometheus_rule_is_rendered_where_its_crd_is_not_served(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    rendered = []
+    real = decide_module.prometheus_rule
+
+    def counting(*args: Any) -> Any:
+        rendered.append(args)
+        return real(*args)
+
+    monkeypatch.setattr(decide_module, "prometheus_rule", counting)
+    observed = _observed()
+    observed.missing_apis.add("PrometheusRule")
+    without = decide(_body(), observed, CATALOG, NOW, "http://prom:9090")
+    assert "PrometheusRule" not in {o["kind"] for o in without.apply} and not rendered
+    served = decide(_body(), _observed(), CATALOG, NOW, "http://prom:9090")
+    assert "PrometheusRule" in {o["kind"] for o in served.apply} and len(rendered) == 1

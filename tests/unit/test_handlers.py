@@ -185,6 +185,42 @@ def test_one_timer_per_service_and_the_earliest_due_time_wins() -> None:
     assert asyncio.run(scenario()) == [KEY]
 
 
+def test_keys_handed_over_by_other_threads_are_enqueued_in_order_with_one_wake_up() -> None:
+    async def scenario() -> tuple[list[tuple[str, str]], int]:
+        state = _state()
+        state.queue = WorkQueue()
+        loop = asyncio.get_running_loop()
+        state.loop = loop
+        wake_ups = []
+        original = loop.call_soon_threadsafe
+
+        def counted(*args: Any) -> Any:
+            wake_ups.append(args)
+            return original(*args)
+
+        loop.call_soon_threadsafe = counted  # type: ignore[method-assign]
+        keys = [("ml", f"s{i}") for i in range(50)]
+
+        def watch_thread() -> None:  # a flurry of pod events between two turns of the loop
+            for key in [*keys, keys[3]]:
+                state.enqueue_threadsafe(key)
+
+        thread = threading.Thread(target=watch_thread)
+        thread.start()
+        thread.join()  # the loop has not turned meanwhile: nothing is enqueued yet
+        assert not len(state.queue)
+        await asyncio.sleep(0)
+        taken = [state.queue.get_nowait() for _ in range(len(state.queue))]
+        state.enqueue_threadsafe(keys[0])  # after the batch: wakes the loop again
+        await asyncio.sleep(0)
+        taken += [state.queue.get_nowait() for _ in range(len(state.queue))]
+        return taken, len(wake_ups)
+
+    taken, wake_ups = asyncio.run(scenario())
+    assert taken == [("ml", f"s{i}") for i in range(50)] + [("ml", "s0")]
+    assert wake_ups == 2
+
+
 def _service(name: str, generation: int, observed: int | None) -> dict[str, Any]:
     status = {} if observed is None else {"status": {"observedGeneration": observed}}
     return {"metadata": {"namespace": "ml", "name": name, "generation": generation}, **status}

@@ -14,7 +14,7 @@ from llmservice_operator.api import parse_llmservice
 from llmservice_operator.render import objects
 from llmservice_operator.render.objects import _ParsedYaml
 from llmservice_operator.service_plan import plan_service
-from llmservice_operator.sizing import load_catalog
+from llmservice_operator.sizing import builtin, load_catalog
 
 DEPLOYMENTISH = """\
 apiVersion: apps/v1
@@ -104,3 +104,36 @@ def test_services_of_one_shape_are_sized_once_and_another_shape_again(
     longer = plan_service(_service("long", max_model_len=32768), catalog)
     assert len(sized) == 2
     assert longer.sizing.max_model_len == 32768 != plans[0].sizing.max_model_len
+
+
+def test_a_deployment_puts_its_pod_template_in_after_parsing_keys_sorted(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    plan = plan_service(_service("chat"), load_catalog(None))
+    parsed_texts: list[str] = []
+    real_load = objects._PARSED.load
+
+    def recording(text: str) -> Any:
+        parsed_texts.append(text)
+        return real_load(text)
+
+    monkeypatch.setattr(objects._PARSED, "load", recording)
+    rendered = objects.deployment(plan.render_input, plan.pod_template, plan.revision, 2)
+    [text] = parsed_texts
+    assert "--max-model-len" not in text  # the pod template is not parsed a second time
+    template = rendered["spec"]["template"]
+    assert template["metadata"]["labels"]["llmservice.dev/revision"] == plan.revision
+    assert template["spec"] == plan.pod_template["spec"]
+    assert template["spec"] is not plan.pod_template["spec"]  # a copy, not the plan's own
+    # As jinja2's tojson embedded it (the golden files and applied objects are unchanged).
+    assert list(template["spec"]) == sorted(template["spec"])
+
+
+def test_the_carried_model_configs_are_read_once_and_each_call_gets_a_fresh_dict() -> None:
+    builtin._model_text.cache_clear()
+    first = builtin.load_builtin_model("meta-llama/Llama-3.1-8B-Instruct")
+    assert first is not None
+    first["hidden_size"] = -1
+    again = builtin.load_builtin_model("meta-llama/Llama-3.1-8B-Instruct")
+    assert again is not None and again["hidden_size"] == 4096
+    assert builtin._model_text.cache_info().hits == 1

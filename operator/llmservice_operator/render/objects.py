@@ -350,7 +350,7 @@ def deployment(
     labelled = json.loads(json.dumps(template))
     labelled["metadata"]["labels"][REVISION] = revision
     labels = {**_common_labels(render_input), REVISION: revision}
-    return _render(
+    rendered = _render(
         "deployment.yaml.j2",
         name=deployment_name(render_input.name, revision),
         namespace=render_input.namespace,
@@ -361,8 +361,16 @@ def deployment(
         replicas=replicas,
         progress_deadline_seconds=render_input.spec.rollout.progress_deadline_seconds,
         selector=revision_selector(render_input.name, revision),
-        pod_template=labelled,
     )
+    rendered["spec"]["template"] = _sorted_copy(labelled)
+    return rendered
+
+
+def _sorted_copy(obj: dict[str, Any]) -> dict[str, Any]:
+    """A deep copy with every mapping's keys sorted, as jinja2's ``tojson`` writes them (what
+    the templates embedded before the pod templates were put in after parsing)."""
+    copied: dict[str, Any] = json.loads(json.dumps(obj, sort_keys=True))
+    return copied
 
 
 def leader_worker_set(
@@ -377,7 +385,7 @@ def leader_worker_set(
     topology_key = render_input.spec.resources.topology_key
     if topology_key is not None:
         annotations[EXCLUSIVE_TOPOLOGY_ANNOTATION] = topology_key
-    return _render(
+    rendered = _render(
         "leaderworkerset.yaml.j2",
         name=deployment_name(render_input.name, revision),
         namespace=render_input.namespace,
@@ -385,9 +393,11 @@ def leader_worker_set(
         annotations=annotations,
         replicas=replicas,
         size=shape.nodes_per_replica,
-        leader_template=leader,
-        worker_template=worker_template(leader),
     )
+    group = rendered["spec"]["leaderWorkerTemplate"]
+    group["leaderTemplate"] = _sorted_copy(leader)
+    group["workerTemplate"] = _sorted_copy(worker_template(leader))
+    return rendered
 
 
 def workload_kind(render_input: RenderInput) -> tuple[str, str]:

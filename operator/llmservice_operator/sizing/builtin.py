@@ -54,6 +54,11 @@ def load_builtin_model(model_id: str) -> dict[str, Any] | None:
     filename = _lookup(model_id)
     if filename is None:
         return None
-    text = resources.files(_PACKAGE).joinpath("data", "models", filename).read_text("utf-8")
-    config: dict[str, Any] = json.loads(text)
+    config: dict[str, Any] = json.loads(_model_text(filename))
     return config
+
+
+@cache
+def _model_text(filename: str) -> str:
+    """A carried config.json's text, read once (every plan resolves its model's)."""
+    return resources.files(_PACKAGE).joinpath("data", "models", filename).read_text("utf-8")
