@@ -174,8 +174,8 @@ def _configure_logging(settings: OperatorSettings) -> None:
     # kopf logs "Handler 'llmservice_event' succeeded." at INFO for every LLMService event: a
     # line per watch event that says nothing (our handler only enqueues), and 6% of the
     # operator's CPU while a thousand services arrived. Its warnings and errors still show.
-    if settings.log_level.upper() != "DEBUG":
-        logging.getLogger("kopf.objects").setLevel(logging.WARNING)
+    quiet = settings.log_level.upper() != "DEBUG"
+    logging.getLogger("kopf.objects").setLevel(logging.WARNING if quiet else logging.NOTSET)
 
 
 def _connect(settings: OperatorSettings) -> client.ApiClient:
