@@ -16,8 +16,9 @@ What wakes a service:
 - the resync (`reconcileIntervalSeconds`, minutes): a safety net only.
 
 What forgets one: its DELETED event; or, for a deletion kopf never told (it lists again after
-its watch expires, and tells only what it finds), a 404 that a LIST of its name confirms, and
-the look that follows each listing (forget_vanished).
+its watch expires, and tells only what it finds), a 404 that a LIST of them confirms (one
+for every 404 met meanwhile: confirm_suspects), and the look that follows each listing
+(forget_vanished). A service whose namespace is being deleted is not retried.
 """
 
 from __future__ import annotations
@@ -43,12 +44,18 @@ from .adapters.metrics import OperatorMetrics
 from .api import GROUP, PLURAL, VERSION
 from .gc_pauses import COUNT_EVERY, SETTLE_INTERVAL_S, THAW_EVERY, measure_pauses, settle
 from .laps import Laps
-from .reconcile import Reconciler
+from .reconcile import Reconciler, namespace_terminating
 from .render.labels import SERVICE
 from .settings import OperatorSettings
 from .workqueue import WorkQueue, priority_of
 
-__all__ = ["OperatorState", "backoff_seconds", "forget_vanished", "register"]
+__all__ = [
+    "OperatorState",
+    "backoff_seconds",
+    "confirm_suspects",
+    "forget_vanished",
+    "register",
+]
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +70,8 @@ SYNC_TIMEOUT_S = 60.0
 #: After kopf lists the LLMServices, how long before the look for those deleted unseen (the
 #: listing's events, one per object, are handled by then).
 SWEEP_AFTER_LIST_S = 30.0
+#: After a reconcile meets a 404, how long the one LIST that confirms it waits for others.
+CONFIRM_AFTER_S = 0.5
 
 
 class NoDiffBase(kopf.DiffBaseStorage):
@@ -114,6 +123,9 @@ class OperatorState:
     loop: asyncio.AbstractEventLoop | None = None
     #: The look for services deleted unseen, due SWEEP_AFTER_LIST_S after kopf listed them.
     sweep: asyncio.Task[None] | None = None
+    #: Keys whose reconcile met a 404, with its error, until confirm_suspects looks.
+    suspects: dict[Key, Exception] = field(default_factory=dict)
+    confirming: asyncio.Task[None] | None = None
     #: Keys from other threads, in order, not yet enqueued on the loop (enqueue_threadsafe).
     handed_over: dict[Key, None] = field(default_factory=dict)
     handed_over_lock: threading.Lock = field(default_factory=threading.Lock)
@@ -181,6 +193,12 @@ class OperatorState:
 
         self.sweep = asyncio.get_running_loop().create_task(sweep())
 
+    def suspect(self, key: Key, err: Exception) -> None:
+        """``key``'s reconcile met a 404: confirm_suspects soon tells whether it is gone."""
+        self.suspects[key] = err
+        if self.confirming is None or self.confirming.done():
+            self.confirming = asyncio.get_running_loop().create_task(confirm_suspects(self))
+
     def forget(self, key: Key) -> None:
         self.bodies.pop(key, None)
         self.failures.pop(key, None)
@@ -223,16 +241,15 @@ async def _process(state: OperatorState, key: Key) -> Laps | None:
     try:
         result = await asyncio.to_thread(state.reconciler.reconcile, body)
     except Exception as err:  # noqa: BLE001 - one bad object must not stop the worker
-        if _not_found(err) and not await asyncio.to_thread(_still_there, state.kube, key):
-            _forget_unseen_deletion(state, key)
-            return None
-        failures = state.failures.get(key, 0) + 1
-        state.failures[key] = failures
-        delay = backoff_seconds(failures)
-        level = logging.INFO if isinstance(err, CacheNotSynced) else logging.WARNING
-        log.log(level, "reconcile of %s/%s failed (retry %d in %.3gs): %s", *key, failures,
-                delay, err)  # fmt: skip
-        state.schedule(key, delay)
+        if namespace_terminating(err):
+            # Its DELETED event comes next (or the 404 after it): retrying would only be
+            # refused again, a thousand times over when a namespace of services goes.
+            log.info("%s/%s: its namespace is being deleted; not retried", *key)
+            state.failures.pop(key, None)
+        elif _not_found(err):
+            state.suspect(key, err)  # gone, or one of its objects? One LIST for all such keys
+        else:
+            _retry_later(state, key, err)
         return None
     state.failures.pop(key, None)
     if result.events:
@@ -271,12 +288,49 @@ def _not_found(err: Exception) -> bool:
     return isinstance(err, ApiException) and err.status == 404
 
 
-def _still_there(kube: KubeAdapter, key: Key) -> bool:
-    try:
-        return kube.llmservice_exists(*key)
-    except Exception as err:  # noqa: BLE001 - not known to be gone: keep it
-        log.warning("could not look for %s/%s: %s", *key, err)
-        return True
+def _retry_later(state: OperatorState, key: Key, err: Exception) -> None:
+    """Per-key exponential backoff."""
+    failures = state.failures.get(key, 0) + 1
+    state.failures[key] = failures
+    delay = backoff_seconds(failures)
+    level = logging.INFO if isinstance(err, CacheNotSynced) else logging.WARNING
+    log.log(level, "reconcile of %s/%s failed (retry %d in %.3gs): %s", *key, failures,
+            delay, err)  # fmt: skip
+    state.schedule(key, delay)
+
+
+async def confirm_suspects(state: OperatorState) -> None:
+    """Tell the services whose reconcile met a 404 (their namespace, their LLMService or one
+    of their objects is not there) that are gone from those that are not: one metadata LIST
+    for every key suspected meanwhile, not one per key (a namespace of a thousand services
+    deleted while kopf's watch missed it made a thousand LISTs). The gone are forgotten; the
+    rest are retried with backoff."""
+    assert state.kube is not None
+    while state.suspects:
+        await asyncio.sleep(CONFIRM_AFTER_S)
+        suspects, state.suspects = state.suspects, {}
+        try:
+            listed: tuple[dict[Key, str], str] | None = await asyncio.to_thread(
+                state.kube.llmservice_versions
+            )
+        except Exception as list_err:  # noqa: BLE001 - not known to be gone: keep them
+            log.warning("could not list the LLMServices: %s", list_err)
+            listed = None
+        for key, err in suspects.items():
+            body = state.bodies.get(key)
+            if body is None:
+                continue  # forgotten meanwhile (its DELETED event)
+            if listed is not None and _gone(key, body, *listed):
+                _forget_unseen_deletion(state, key)
+            else:
+                _retry_later(state, key, err)
+
+
+def _gone(key: Key, body: dict[str, Any], present: dict[Key, str], listed_at: str) -> bool:
+    """Not in a LIST taken after the cached body (a body newer than the list was created, or
+    seen, after it was taken)."""
+    version = str(body.get("metadata", {}).get("resourceVersion", ""))
+    return key not in present and version_number(version) <= version_number(listed_at)
 
 
 async def forget_vanished(state: OperatorState) -> None:
@@ -294,8 +348,7 @@ async def forget_vanished(state: OperatorState) -> None:
         log.warning("could not list the LLMServices: %s", err)
         return
     for key, body in list(state.bodies.items()):
-        version = str(body.get("metadata", {}).get("resourceVersion", ""))
-        if key not in present and version_number(version) <= version_number(listed_at):
+        if _gone(key, body, present, listed_at):
             _forget_unseen_deletion(state, key)
 
 
@@ -383,8 +436,9 @@ def register(registry: kopf.OperatorRegistry, state: OperatorState) -> None:
     async def cleanup(**_: Any) -> None:
         # Ours, not kopf's: left running, kopf would wait 5 s for them as "hung" tasks and the
         # standby would take over that much later.
-        if state.sweep is not None:
-            state.tasks.append(state.sweep)
+        for task in (state.sweep, state.confirming):
+            if task is not None:
+                state.tasks.append(task)
         for task in state.tasks:
             task.cancel()
         await asyncio.gather(*state.tasks, return_exceptions=True)

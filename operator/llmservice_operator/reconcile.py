@@ -18,6 +18,7 @@ What keeps it cheap at a thousand services:
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -66,7 +67,14 @@ from .scaling import ScalingOutcome, evaluate_scaling, evaluation_due, pod_count
 from .service_plan import ServicePlan, plan_service
 from .sizing import GpuCatalog
 
-__all__ = ["KubeApi", "MetricsSource", "ReconcileResult", "Reconciler", "merge_patch"]
+__all__ = [
+    "KubeApi",
+    "MetricsSource",
+    "ReconcileResult",
+    "Reconciler",
+    "merge_patch",
+    "namespace_terminating",
+]
 
 log = logging.getLogger(__name__)
 
@@ -334,6 +342,8 @@ class Reconciler:
                 if annotation in present:  # a control acted on (rollout.CONTROL_ANNOTATIONS)
                     self._kube.remove_annotation(*key, annotation)
         except ApiException as err:
+            if namespace_terminating(err):
+                raise  # the service goes with its namespace: nothing to show or retry
             message = _api_message(err)
             generation = body["metadata"].get("generation")
             status = self._status_to_write(decision.status, body, memory, None, now)
@@ -717,10 +727,22 @@ def _earliest(*times: datetime | None) -> datetime | None:
     return min(known) if known else None
 
 
+def namespace_terminating(err: Exception) -> bool:
+    """A create refused because the namespace is being deleted (the NamespaceTerminating cause,
+    which Kubernetes' own controllers ignore): every object in it, the LLMService too, is on
+    its way out."""
+    if not isinstance(err, ApiException) or err.status != 403:
+        return False
+    try:
+        body = json.loads(err.body or "{}")
+    except (TypeError, ValueError):
+        return False
+    causes = ((body.get("details") or {}).get("causes") or []) if isinstance(body, dict) else []
+    return any(c.get("reason") == "NamespaceTerminating" for c in causes if isinstance(c, dict))
+
+
 def _api_message(err: ApiException) -> str:
     """The API server's own message (its Status body), else the HTTP reason."""
-    import json
-
     try:
         body = json.loads(err.body or "{}")
     except (TypeError, ValueError):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import json
 import logging
 import threading
 import time
@@ -405,10 +406,6 @@ class GhostCluster:
         self.listed_at = listed_at
         self.lists = 0
 
-    def llmservice_exists(self, namespace: str, name: str) -> bool:
-        self.lists += 1
-        return (namespace, name) in self.present
-
     def llmservice_versions(self) -> tuple[dict[tuple[str, str], str], str]:
         self.lists += 1
         return dict(self.present), self.listed_at
@@ -431,42 +428,88 @@ class NotFoundReconciler:
         pass
 
 
-def _run_once(cluster: GhostCluster) -> tuple[OperatorState, NotFoundReconciler]:
-    async def scenario() -> tuple[OperatorState, NotFoundReconciler]:
+def _run_once(
+    cluster: GhostCluster,
+    keys: tuple[tuple[str, str], ...] = (KEY,),
+    reconciler: Any = None,
+    seconds: float = 0.1,
+) -> tuple[OperatorState, Any]:
+    async def scenario() -> tuple[OperatorState, Any]:
         state = _state()
-        reconciler = NotFoundReconciler()
-        state.reconciler = reconciler  # type: ignore[assignment]
+        state.reconciler = reconciler or NotFoundReconciler()
         state.kube = cluster  # type: ignore[assignment]
         state.queue = WorkQueue()
-        state.bodies[KEY] = _body("5")
-        worker = asyncio.create_task(_worker(state))
-        state.enqueue(KEY)
-        await asyncio.sleep(0.1)
-        worker.cancel()
-        await asyncio.gather(worker, return_exceptions=True)
+        for key in keys:
+            state.bodies[key] = _body("5")
+        workers = [asyncio.create_task(_worker(state)) for _ in range(4)]
+        for key in keys:
+            state.enqueue(key)
+        await asyncio.sleep(seconds)
+        for worker in workers:
+            worker.cancel()
+        await asyncio.gather(*workers, return_exceptions=True)
         for _, timer in state.timers.values():
             timer.cancel()
-        return state, reconciler
+        if state.confirming is not None:
+            state.confirming.cancel()
+        return state, state.reconciler
 
     return asyncio.run(scenario())
 
 
+@pytest.fixture
+def quick_confirm(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(handlers, "CONFIRM_AFTER_S", 0.01)
+
+
+@pytest.mark.usefixtures("quick_confirm")
 def test_a_service_whose_deletion_was_not_seen_is_forgotten_at_its_first_404() -> None:
     """kopf's listing after an expired watch never tells a deletion: the 404 its reconcile
-    meets, confirmed by a LIST of its name, forgets it (no retries in a namespace that is
-    gone)."""
+    meets, confirmed by a LIST of the LLMServices, forgets it (no retries in a namespace that
+    is gone)."""
     state, reconciler = _run_once(GhostCluster(present={}))
     assert KEY not in state.bodies
     assert KEY not in state.timers and KEY not in state.failures
     assert reconciler.calls == 1
 
 
+@pytest.mark.usefixtures("quick_confirm")
 def test_a_404_for_a_service_that_is_still_there_is_retried_with_backoff() -> None:
     cluster = GhostCluster(present={KEY: "5"})
     state, reconciler = _run_once(cluster)
     assert KEY in state.bodies
-    assert reconciler.calls > 1  # 5 ms, 10 ms, 20 ms...
+    assert reconciler.calls > 1  # 5 ms, 10 ms, 20 ms... each after its LIST
     assert state.failures[KEY] == reconciler.calls == cluster.lists and KEY in state.timers
+
+
+def test_the_404s_of_many_services_are_confirmed_by_one_list() -> None:
+    """A namespace of services deleted unseen: one LIST for all their 404s, not one each."""
+    keys = tuple(("gone", f"s{i}") for i in range(40))
+    cluster = GhostCluster(present={keys[0]: "5"})
+    state, reconciler = _run_once(cluster, keys, seconds=handlers.CONFIRM_AFTER_S + 0.2)
+    assert reconciler.calls == 40 + 1  # each once, then the one still there on its retry
+    assert cluster.lists == 1
+    assert set(state.bodies) == {keys[0]} and state.failures == {keys[0]: 1}
+
+
+class TerminatingReconciler(NotFoundReconciler):
+    """Every reconcile is refused as a create in a namespace being deleted is."""
+
+    def reconcile(self, body: dict[str, Any]) -> ReconcileResult:
+        self.calls += 1
+        err = ApiException(status=403, reason="Forbidden")
+        err.body = json.dumps({"kind": "Status", "code": 403, "reason": "Forbidden",
+                               "details": {"causes": [{"reason": "NamespaceTerminating",
+                                                       "field": "metadata.namespace"}]}})  # fmt: skip
+        raise err
+
+
+def test_a_service_whose_namespace_is_being_deleted_is_not_retried() -> None:
+    cluster = GhostCluster(present={KEY: "5"})
+    state, reconciler = _run_once(cluster, reconciler=TerminatingReconciler())
+    assert reconciler.calls == 1 and cluster.lists == 0
+    assert KEY in state.bodies  # its DELETED event forgets it
+    assert KEY not in state.timers and KEY not in state.failures
 
 
 def test_the_look_after_a_listing_forgets_what_the_list_no_longer_has() -> None:

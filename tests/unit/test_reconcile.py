@@ -23,6 +23,7 @@ from llmservice_operator.reconcile import (
     _fingerprint,
     _fresher,
     merge_patch,
+    namespace_terminating,
 )
 from llmservice_operator.render.labels import REVISION
 from llmservice_operator.rollout import Series, SmokeObservation
@@ -355,6 +356,24 @@ def test_a_refused_apply_is_a_reconcile_error_condition_and_one_event_until_it_c
     reconciler.reconcile(copy.deepcopy(kube.body))
     cleared = _conditions(kube)["ReconcileError"]
     assert (cleared["status"], cleared["reason"]) == ("False", "ReconcileSucceeded")
+
+
+def test_a_create_refused_because_the_namespace_is_being_deleted_shows_nothing() -> None:
+    """Kubernetes' own controllers ignore the NamespaceTerminating refusal: the service goes
+    with its namespace, so neither a ReconcileError nor an Event is written for it."""
+    kube = FakeKube(_body())
+    reconciler = Reconciler(kube, load_catalog(), "http://prometheus:9090", clock=lambda: T0)
+    terminating = _refusal('deployments.apps "chat-x" is forbidden: unable to create new '
+                           "content in namespace ml because it is being terminated")  # fmt: skip
+    terminating.body = json.dumps({**json.loads(terminating.body), "details": {
+        "causes": [{"reason": "NamespaceTerminating", "field": "metadata.namespace"}]}})  # fmt: skip
+    kube.refuse_apply = terminating
+    with pytest.raises(ApiException) as raised:
+        reconciler.reconcile(copy.deepcopy(kube.body))
+    assert namespace_terminating(raised.value)
+    assert not kube.status_patches and not kube.events
+    assert not namespace_terminating(_refusal("exceeded quota: gpus"))  # others are shown
+    assert not namespace_terminating(ApiException(status=403, reason="Forbidden"))
 
 
 class QueueingPrometheus:

@@ -391,12 +391,6 @@ class KubeAdapter:
         )
         return updated
 
-    def llmservice_exists(self, namespace: str, name: str) -> bool:
-        """Whether the LLMService is still there (a deletion the watch missed): one LIST of
-        that name (the operator may list LLMServices, not get them)."""
-        listed = self._llmservice_metadata(namespace, field_selector=f"metadata.name={name}")
-        return bool(listed.get("items"))
-
     def llmservice_versions(self) -> tuple[dict[tuple[str, str], str], str]:
         """Every LLMService the operator watches, by (namespace, name), with its
         resourceVersion; and the list's own resourceVersion. One LIST per watched namespace
@@ -414,13 +408,12 @@ class KubeAdapter:
             )  # fmt: skip
         return found, list_version
 
-    def _llmservice_metadata(self, namespace: str | None, **selectors: str) -> dict[str, Any]:
+    def _llmservice_metadata(self, namespace: str | None) -> dict[str, Any]:
         """A LIST of LLMServices answered with each one's metadata only."""
         response = self._resource(API_VERSION, KIND).get(
             namespace=namespace,
             serialize=False,
             header_params={"Accept": PARTIAL_METADATA_LIST},
-            **selectors,
         )
         listed: dict[str, Any] = json.loads(response.data)
         return listed
