@@ -612,7 +612,12 @@ def run(count: int, workers: int, timeout: float) -> dict[str, float]:
     llmservices.stop()
     made = operator_objects(info, namespace)
     # The baselines start, as the operator's run did, from a cluster without these services.
+    deleting_since, deleting_at = datetime.now().astimezone(), time.monotonic()
     _wait_for_namespaces_gone(info, namespace)
+    deleted = datetime.now().astimezone()
+    print(f"the namespace of the {count} services went in {time.monotonic() - deleting_at:.0f}s; "
+          "the operator's requests meanwhile:\n" + (request_breakdown(
+              info, deleting_since, deleted, count) or "  none"), file=sys.stderr)  # fmt: skip
     baseline = kubectl_baseline(info, apps, by_service(made), f"{namespace}-kubectl",
                                 with_pods=True)  # fmt: skip
     kinds_first = kubectl_baseline(info, apps, made, f"{namespace}-kinds", with_pods=True)
@@ -693,7 +698,11 @@ def kubectl_baseline(
     watcher.stop()
     took = max(seen.values(), default=started) - started
     # None expected: its services are gone (a service it kept would load the baseline).
-    operator = len(_operator_requests(info, since, datetime.now().astimezone()))
+    until = datetime.now().astimezone()
+    operator = len(_operator_requests(info, since, until))
+    if operator > 20:
+        print(f"the operator's requests during baseline {target} (per deleted service):\n"
+              + request_breakdown(info, since, until, deployments), file=sys.stderr)  # fmt: skip
     print(f"baseline {target}: kubectl applied {len(items)} objects in {applied:.1f}s, "
           f"{kubectl_cpu:.1f}s of its own CPU; the operator made {operator} requests; the API "
           f"server served meanwhile (its own times):\n"
