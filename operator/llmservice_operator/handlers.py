@@ -18,7 +18,9 @@ What wakes a service:
 What forgets one: its DELETED event; or, for a deletion kopf never told (it lists again after
 its watch expires, and tells only what it finds), a 404 that a LIST of them confirms (one
 for every 404 met meanwhile: confirm_suspects), and the look that follows each listing
-(forget_vanished). A service whose namespace is being deleted is not retried.
+(forget_vanished). A service whose namespace is being deleted is not retried: kopf stops
+watching a namespace once it is terminating (its DELETED events never come), so the look
+is repeated until the service is gone.
 """
 
 from __future__ import annotations
@@ -123,6 +125,8 @@ class OperatorState:
     loop: asyncio.AbstractEventLoop | None = None
     #: The look for services deleted unseen, due SWEEP_AFTER_LIST_S after kopf listed them.
     sweep: asyncio.Task[None] | None = None
+    #: Keys whose namespace is being deleted: the sweep looks until they are gone.
+    terminating: set[Key] = field(default_factory=set)
     #: Keys whose reconcile met a 404, with its error, until confirm_suspects looks.
     suspects: dict[Key, Exception] = field(default_factory=dict)
     confirming: asyncio.Task[None] | None = None
@@ -182,14 +186,20 @@ class OperatorState:
         self.enqueue(key)
 
     def sweep_soon(self) -> None:
-        """kopf listed the LLMServices (at start, or again after its watch expired): a little
-        later, forget those it no longer found (forget_vanished). One look per listing."""
+        """kopf listed the LLMServices (at start, or again after its watch expired), or a
+        service's namespace is being deleted: a little later, forget those no longer there
+        (forget_vanished); again every SWEEP_AFTER_LIST_S while a service of a namespace being
+        deleted is kept."""
         if self.sweep is not None and not self.sweep.done():
             return
 
         async def sweep() -> None:
-            await asyncio.sleep(SWEEP_AFTER_LIST_S)
-            await forget_vanished(self)
+            while True:
+                await asyncio.sleep(SWEEP_AFTER_LIST_S)
+                await forget_vanished(self)
+                self.terminating.intersection_update(self.bodies)
+                if not self.terminating:
+                    return
 
         self.sweep = asyncio.get_running_loop().create_task(sweep())
 
@@ -201,6 +211,7 @@ class OperatorState:
 
     def forget(self, key: Key) -> None:
         self.bodies.pop(key, None)
+        self.terminating.discard(key)
         self.failures.pop(key, None)
         timer = self.timers.pop(key, None)
         if timer is not None:
@@ -242,10 +253,13 @@ async def _process(state: OperatorState, key: Key) -> Laps | None:
         result = await asyncio.to_thread(state.reconciler.reconcile, body)
     except Exception as err:  # noqa: BLE001 - one bad object must not stop the worker
         if namespace_terminating(err):
-            # Its DELETED event comes next (or the 404 after it): retrying would only be
-            # refused again, a thousand times over when a namespace of services goes.
+            # Retrying would only be refused again, a thousand times over when a namespace of
+            # services goes. kopf stops watching a namespace once it is terminating, so the
+            # service's DELETED event may never come: the sweep's LIST forgets it.
             log.info("%s/%s: its namespace is being deleted; not retried", *key)
             state.failures.pop(key, None)
+            state.terminating.add(key)
+            state.sweep_soon()
         elif _not_found(err):
             state.suspect(key, err)  # gone, or one of its objects? One LIST for all such keys
         else:

@@ -73,6 +73,7 @@ __all__ = [
     "ReconcileResult",
     "Reconciler",
     "merge_patch",
+    "namespace_gone",
     "namespace_terminating",
 ]
 
@@ -342,8 +343,8 @@ class Reconciler:
                 if annotation in present:  # a control acted on (rollout.CONTROL_ANNOTATIONS)
                     self._kube.remove_annotation(*key, annotation)
         except ApiException as err:
-            if namespace_terminating(err):
-                raise  # the service goes with its namespace: nothing to show or retry
+            if namespace_terminating(err) or namespace_gone(err):
+                raise  # the service goes (or went) with its namespace: nothing to show
             message = _api_message(err)
             generation = body["metadata"].get("generation")
             status = self._status_to_write(decision.status, body, memory, None, now)
@@ -731,14 +732,26 @@ def namespace_terminating(err: Exception) -> bool:
     """A create refused because the namespace is being deleted (the NamespaceTerminating cause,
     which Kubernetes' own controllers ignore): every object in it, the LLMService too, is on
     its way out."""
-    if not isinstance(err, ApiException) or err.status != 403:
-        return False
+    details = _status_details(err, 403)
+    causes = details.get("causes") or []
+    return any(c.get("reason") == "NamespaceTerminating" for c in causes if isinstance(c, dict))
+
+
+def namespace_gone(err: Exception) -> bool:
+    """A create refused because the namespace is not there (nor, then, the LLMService)."""
+    return _status_details(err, 404).get("kind") == "namespaces"
+
+
+def _status_details(err: Exception, status: int) -> dict[str, Any]:
+    """The details of an API error's Status body, if it has that HTTP status."""
+    if not isinstance(err, ApiException) or err.status != status:
+        return {}
     try:
         body = json.loads(err.body or "{}")
     except (TypeError, ValueError):
-        return False
-    causes = ((body.get("details") or {}).get("causes") or []) if isinstance(body, dict) else []
-    return any(c.get("reason") == "NamespaceTerminating" for c in causes if isinstance(c, dict))
+        return {}
+    details = body.get("details") if isinstance(body, dict) else None
+    return details if isinstance(details, dict) else {}
 
 
 def _api_message(err: ApiException) -> str:

@@ -19,7 +19,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from llmservice_dev.localcluster import ClusterInfo
 from llmservice_dev.localcluster.cluster import OPERATOR_NAMESPACE
 from llmservice_operator.adapters.kube import KubeAdapter, version_number
-from llmservice_operator.reconcile import namespace_terminating
+from llmservice_operator.reconcile import namespace_gone, namespace_terminating
 
 from .conftest import Kubectl
 from .operator_fixtures import (
@@ -250,8 +250,9 @@ def test_the_operators_account_can_tell_a_deleted_service_from_a_present_one(
 def test_a_create_in_a_namespace_being_deleted_is_told_from_other_refusals(
     namespace: str, kubectl: Kubectl, kube_api_client: Any
 ) -> None:
-    """The real API server's refusal of a create in a terminating namespace carries the
-    NamespaceTerminating cause that the operator neither shows nor retries (reconcile.py)."""
+    """The real API server's refusals of a create in a terminating namespace (its
+    NamespaceTerminating cause) and in one that is gone, which the operator does not show as
+    ReconcileErrors (reconcile.py) nor retry (handlers.py)."""
     held = {"apiVersion": "v1", "kind": "ConfigMap",
             "metadata": {"name": "hold", "namespace": namespace,
                          "finalizers": ["llmservice.dev/test-hold"]}}  # fmt: skip
@@ -275,3 +276,7 @@ def test_a_create_in_a_namespace_being_deleted_is_told_from_other_refusals(
     finally:
         kubectl("-n", namespace, "patch", "configmap", "hold", "--type=merge", "-p",
                 '{"metadata":{"finalizers":null}}', check=False)  # fmt: skip
+    kubectl("wait", "--for=delete", f"namespace/{namespace}", "--timeout=60s")
+    with pytest.raises(ApiException) as gone:
+        adapter.apply(fresh)
+    assert gone.value.status == 404 and namespace_gone(gone.value), gone.value.body

@@ -504,12 +504,39 @@ class TerminatingReconciler(NotFoundReconciler):
         raise err
 
 
-def test_a_service_whose_namespace_is_being_deleted_is_not_retried() -> None:
-    cluster = GhostCluster(present={KEY: "5"})
-    state, reconciler = _run_once(cluster, reconciler=TerminatingReconciler())
-    assert reconciler.calls == 1 and cluster.lists == 0
-    assert KEY in state.bodies  # its DELETED event forgets it
-    assert KEY not in state.timers and KEY not in state.failures
+def test_a_service_whose_namespace_is_being_deleted_is_not_retried_and_looked_for_until_gone(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """kopf stops watching a terminating namespace, so the DELETED events of its services may
+    never come: no retry, and the look (one LIST) is repeated until the service is gone."""
+    monkeypatch.setattr(handlers, "SWEEP_AFTER_LIST_S", 0.05)
+    cluster = GhostCluster(present={KEY: "5"}, listed_at="9")
+
+    async def scenario() -> tuple[OperatorState, TerminatingReconciler, list[int]]:
+        state = _state()
+        reconciler = TerminatingReconciler()
+        state.reconciler = reconciler  # type: ignore[assignment]
+        state.kube = cluster  # type: ignore[assignment]
+        state.queue = WorkQueue()
+        state.bodies[KEY] = _body("5")
+        worker = asyncio.create_task(_worker(state))
+        state.enqueue(KEY)
+        await asyncio.sleep(0.13)  # a look or two: it is still there
+        looks = [cluster.lists]
+        assert KEY in state.bodies and KEY not in state.timers and KEY not in state.failures
+        cluster.present = {}  # the namespace is gone
+        await asyncio.sleep(0.1)
+        looks.append(cluster.lists)
+        await asyncio.sleep(0.15)  # nothing left to look for: no more LISTs
+        looks.append(cluster.lists)
+        worker.cancel()
+        await asyncio.gather(worker, return_exceptions=True)
+        return state, reconciler, looks
+
+    state, reconciler, looks = asyncio.run(scenario())
+    assert reconciler.calls == 1
+    assert looks[0] >= 1 and looks[2] == looks[1] > looks[0]
+    assert KEY not in state.bodies and not state.terminating
 
 
 def test_the_look_after_a_listing_forgets_what_the_list_no_longer_has() -> None:

@@ -23,6 +23,7 @@ from llmservice_operator.reconcile import (
     _fingerprint,
     _fresher,
     merge_patch,
+    namespace_gone,
     namespace_terminating,
 )
 from llmservice_operator.render.labels import REVISION
@@ -374,6 +375,23 @@ def test_a_create_refused_because_the_namespace_is_being_deleted_shows_nothing()
     assert not kube.status_patches and not kube.events
     assert not namespace_terminating(_refusal("exceeded quota: gpus"))  # others are shown
     assert not namespace_terminating(ApiException(status=403, reason="Forbidden"))
+
+
+def test_a_create_refused_because_the_namespace_is_gone_shows_nothing() -> None:
+    kube = FakeKube(_body())
+    reconciler = Reconciler(kube, load_catalog(), "http://prometheus:9090", clock=lambda: T0)
+    gone = ApiException(status=404, reason="Not Found")
+    gone.body = json.dumps({"kind": "Status", "code": 404, "reason": "NotFound",
+                            "message": 'namespaces "ml" not found',
+                            "details": {"name": "ml", "kind": "namespaces"}})  # fmt: skip
+    kube.refuse_apply = gone
+    with pytest.raises(ApiException) as raised:
+        reconciler.reconcile(copy.deepcopy(kube.body))
+    assert namespace_gone(raised.value) and not namespace_terminating(raised.value)
+    assert not kube.status_patches and not kube.events
+    other = ApiException(status=404, reason="Not Found")
+    other.body = json.dumps({"kind": "Status", "code": 404, "details": {"kind": "deployments"}})
+    assert not namespace_gone(other)
 
 
 class QueueingPrometheus:
