@@ -247,8 +247,8 @@ async def _process(state: OperatorState, key: Key) -> Laps | None:
     body = state.bodies.get(key)
     if body is None:
         return None
-    if body.get("metadata", {}).get("deletionTimestamp"):
-        return None
+    if body.get("metadata", {}).get("deletionTimestamp") or key in state.terminating:
+        return None  # going: a namespace being deleted refuses every create (the sweep looks)
     try:
         result = await asyncio.to_thread(state.reconciler.reconcile, body)
     except Exception as err:  # noqa: BLE001 - one bad object must not stop the worker
@@ -475,5 +475,7 @@ def register(registry: kopf.OperatorRegistry, state: OperatorState) -> None:
             return
         if type is None:  # found by a listing, not a watch: was anything deleted unseen?
             state.sweep_soon()
+        # kopf watches no terminating namespace: one it tells of is not (or was made again).
+        state.terminating.discard(key)
         if remember(state, key, dict(body)):
             state.enqueue(key)

@@ -492,6 +492,20 @@ def test_the_404s_of_many_services_are_confirmed_by_one_list() -> None:
     assert set(state.bodies) == {keys[0]} and state.failures == {keys[0]: 1}
 
 
+def test_kopf_telling_of_a_service_ends_its_namespace_being_deleted() -> None:
+    """kopf watches no terminating namespace: a service it tells of is in one made again."""
+    state = _state()
+    state.queue = WorkQueue()
+    state.terminating.add(KEY)
+    registry = kopf.OperatorRegistry()
+    register(registry, state)
+    (handler,) = [
+        h for h in registry._watching.get_all_handlers() if h.id.endswith("llmservice_event")
+    ]
+    asyncio.run(handler.fn(type="ADDED", body=_body("20")))
+    assert KEY not in state.terminating and KEY in state.queue
+
+
 class TerminatingReconciler(NotFoundReconciler):
     """Every reconcile is refused as a create in a namespace being deleted is."""
 
@@ -521,7 +535,11 @@ def test_a_service_whose_namespace_is_being_deleted_is_not_retried_and_looked_fo
         state.bodies[KEY] = _body("5")
         worker = asyncio.create_task(_worker(state))
         state.enqueue(KEY)
-        await asyncio.sleep(0.13)  # a look or two: it is still there
+        await asyncio.sleep(0.01)
+        for _ in range(3):  # its pods and Deployment deleted: not reconciled again
+            state.enqueue(KEY)
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.1)  # a look or two: it is still there
         looks = [cluster.lists]
         assert KEY in state.bodies and KEY not in state.timers and KEY not in state.failures
         cluster.present = {}  # the namespace is gone
