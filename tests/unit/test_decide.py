@@ -19,6 +19,8 @@ from llmservice_operator.reconcile import merge_patch
 from llmservice_operator.scaling import ScalingOutcome
 from llmservice_operator.sizing import load_catalog
 
+from .calls import record_calls
+
 ROOT = Path(__file__).parents[2]
 NOW = datetime(2026, 11, 30, 12, 0, 0, tzinfo=UTC)
 CATALOG = load_catalog()
@@ -193,14 +195,7 @@ def test_a_gateway_route_without_the_gateway_api_is_degraded_not_silent() -> Non
 def test_no_prometheus_rule_is_rendered_where_its_crd_is_not_served(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    rendered = []
-    real = decide_module.prometheus_rule
-
-    def counting(*args: Any) -> Any:
-        rendered.append(args)
-        return real(*args)
-
-    monkeypatch.setattr(decide_module, "prometheus_rule", counting)
+    rendered = record_calls(monkeypatch, decide_module, "prometheus_rule")
     observed = _observed()
     observed.missing_apis.add("PrometheusRule")
     without = decide(_body(), observed, CATALOG, NOW, "http://prom:9090")

@@ -16,6 +16,8 @@ from llmservice_operator.render.objects import _ParsedYaml
 from llmservice_operator.service_plan import plan_service
 from llmservice_operator.sizing import builtin, load_catalog
 
+from .calls import record_calls
+
 DEPLOYMENTISH = """\
 apiVersion: apps/v1
 kind: Deployment
@@ -89,14 +91,8 @@ def test_services_of_one_shape_are_sized_once_and_another_shape_again(
 ) -> None:
     service_plan._choose_gpu.cache_clear()
     catalog = load_catalog(None)
-    sized = []
     real = service_plan.choose_gpu
-
-    def counting(*args: Any) -> Any:
-        sized.append(args)
-        return real(*args)
-
-    monkeypatch.setattr(service_plan, "choose_gpu", counting)
+    sized = record_calls(monkeypatch, service_plan, "choose_gpu")
     plans = [plan_service(_service(f"tenant-{i}"), catalog) for i in range(3)]
     assert len(sized) == 1
     assert {p.sizing for p in plans} == {real(*sized[0])}
