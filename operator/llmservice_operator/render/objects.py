@@ -347,8 +347,7 @@ def deployment(
     render_input: RenderInput, template: dict[str, Any], revision: str, replicas: int | None
 ) -> dict[str, Any]:
     """One revision's Deployment. `replicas` None leaves the field to its one other writer."""
-    labelled = json.loads(json.dumps(template))
-    labelled["metadata"]["labels"][REVISION] = revision
+    labelled = _with_revision_label(template, revision)
     labels = {**_common_labels(render_input), REVISION: revision}
     rendered = _render(
         "deployment.yaml.j2",
@@ -366,6 +365,13 @@ def deployment(
     return rendered
 
 
+def _with_revision_label(template: dict[str, Any], revision: str) -> dict[str, Any]:
+    """The pod template with the revision label, sharing the rest (_sorted_copy copies it)."""
+    meta = template["metadata"]
+    labels = {**meta["labels"], REVISION: revision}
+    return {**template, "metadata": {**meta, "labels": labels}}
+
+
 def _sorted_copy(obj: dict[str, Any]) -> dict[str, Any]:
     """A deep copy with every mapping's keys sorted, as jinja2's ``tojson`` writes them (what
     the templates embedded before the pod templates were put in after parsing)."""
@@ -378,8 +384,7 @@ def leader_worker_set(
 ) -> dict[str, Any]:
     """One revision's LeaderWorkerSet: a multi-node replica is one group of
     ``nodes_per_replica`` pods; ``replicas`` counts groups (None: left to its other writer)."""
-    leader = json.loads(json.dumps(template))
-    leader["metadata"]["labels"][REVISION] = revision
+    leader = _with_revision_label(template, revision)
     shape = render_input.shape
     annotations = {"llmservice.dev/gpu": f"{shape.gpus_per_replica}x {shape.gpu_name}"}
     topology_key = render_input.spec.resources.topology_key
