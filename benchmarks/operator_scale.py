@@ -488,10 +488,12 @@ def run(
     info = bench_cluster(count + SINGLE_APPLIES)
     api = config.new_client_from_config(config_file=str(info.kubeconfig))  # type: ignore[no-untyped-call]
     kubectl = info.run_kubectl
-    namespace = f"bench-{uuid.uuid4().hex[:6]}"
+    run_id = uuid.uuid4().hex[:6]
+    namespace = f"bench-{run_id}"
     # The later trials' namespaces exist and are watched from the start: the same operator,
-    # not restarted, serves every trial.
-    later = [f"{namespace}-t{k}" for k in range(2, trials + 1)]
+    # not restarted, serves every trial. Their names do not start with another's: a
+    # namespace is deleted with every namespace named after it (its baselines').
+    later = [f"bench-t{k}-{run_id}" for k in range(2, trials + 1)]
     kubectl("apply", "--server-side", "-f", "crds/llmservice.yaml")
     info.wait_crd_established("llmservices.serving.llmservice.dev")
     for name in (namespace, *later):
@@ -783,7 +785,9 @@ def kubectl_baseline(
 def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.operator_scale")
     parser.add_argument("--count", type=int, default=50, help="LLMServices applied at once")
-    parser.add_argument("--workers", type=int, default=4, help="the operator's workers")
+    parser.add_argument(
+        "--workers", type=int, default=6, help="the operator's workers (the chart's default)"
+    )
     parser.add_argument("--timeout", type=float, default=1800, help="seconds to convergence")
     parser.add_argument("--json", action="store_true", help="end with one JSON object")
     parser.add_argument("--keep", action="store_true", help="leave the bench cluster up")
