@@ -786,7 +786,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.operator_scale")
     parser.add_argument("--count", type=int, default=50, help="LLMServices applied at once")
     parser.add_argument(
-        "--workers", type=int, default=6, help="the operator's workers (the chart's default)"
+        "--workers", type=int, default=4, help="the operator's workers (the chart's default)"
     )
     parser.add_argument("--timeout", type=float, default=1800, help="seconds to convergence")
     parser.add_argument("--json", action="store_true", help="end with one JSON object")

@@ -74,11 +74,6 @@ SYNC_TIMEOUT_S = 60.0
 SWEEP_AFTER_LIST_S = 30.0
 #: After a reconcile meets a 404, how long the one LIST that confirms it waits for others.
 CONFIRM_AFTER_S = 0.5
-#: An owned object or pod changed: its service is reconciled this long after the first such
-#: change, with every change meanwhile. One new Deployment brings a flurry (its status, its
-#: ReplicaSet's pod created and bound, the PodDisruptionBudget's status): at 1,000 services
-#: and 8 workers, 4.5 reconciles a service in the burst, each finding next to nothing to do.
-OWNED_CHANGE_DELAY_S = 1.0
 
 
 class NoDiffBase(kopf.DiffBaseStorage):
@@ -135,59 +130,36 @@ class OperatorState:
     #: Keys whose reconcile met a 404, with its error, until confirm_suspects looks.
     suspects: dict[Key, Exception] = field(default_factory=dict)
     confirming: asyncio.Task[None] | None = None
-    #: Keys from other threads, in order, not yet enqueued on the loop (enqueue_threadsafe):
-    #: True for a change of an owned object (woken OWNED_CHANGE_DELAY_S later).
-    handed_over: dict[Key, bool] = field(default_factory=dict)
+    #: Keys from other threads, in order, not yet enqueued on the loop (enqueue_threadsafe).
+    handed_over: dict[Key, None] = field(default_factory=dict)
     handed_over_lock: threading.Lock = field(default_factory=threading.Lock)
-    #: Keys an owned object's change will wake, and when (wake_soon).
-    wakes: dict[Key, asyncio.TimerHandle] = field(default_factory=dict)
 
     def enqueue(self, key: Key) -> None:
         if self.queue is None:
             return
-        self._cancel_wake(key)  # the reconcile asked for now sees the owned change too
         if key in self.processing:
             self.dirty.add(key)
             return
         self.queue.put(key, priority_of(self.bodies.get(key)))
 
-    def enqueue_threadsafe(self, key: Key, *, owned_change: bool = False) -> None:
+    def enqueue_threadsafe(self, key: Key) -> None:
         """From a watch or job thread. Keys handed over between two turns of the event loop
         wake it once: a thousand new services make thousands of pod and Deployment events a
         second, and a wake-up each (a write to the loop's socket, a callback) was 6% of the
-        operator's CPU. ``owned_change``: an owned object or pod changed (wake_soon)."""
+        operator's CPU."""
         if self.loop is None:
             return
         with self.handed_over_lock:
             wake = not self.handed_over
-            self.handed_over[key] = self.handed_over.get(key, True) and owned_change
+            self.handed_over[key] = None
         if wake:
             self.loop.call_soon_threadsafe(self._take_handed_over)
 
     def _take_handed_over(self) -> None:
         with self.handed_over_lock:
             keys, self.handed_over = self.handed_over, {}
-        for key, owned_change in keys.items():
-            if owned_change:
-                self.wake_soon(key)
-            else:
-                self.enqueue(key)
-
-    def wake_soon(self, key: Key) -> None:
-        """Reconcile ``key`` OWNED_CHANGE_DELAY_S from now, unless a wake is already due."""
-        if key in self.wakes:
-            return
-        loop = asyncio.get_running_loop()
-        self.wakes[key] = loop.call_later(OWNED_CHANGE_DELAY_S, self._wake, key)
-
-    def _wake(self, key: Key) -> None:
-        self.wakes.pop(key, None)
-        self.enqueue(key)
-
-    def _cancel_wake(self, key: Key) -> None:
-        wake = self.wakes.pop(key, None)
-        if wake is not None:
-            wake.cancel()
+        for key in keys:
+            self.enqueue(key)
 
     def enqueue_all(self) -> None:
         for key in list(self.bodies):
@@ -244,7 +216,6 @@ class OperatorState:
         timer = self.timers.pop(key, None)
         if timer is not None:
             timer[1].cancel()
-        self._cancel_wake(key)
         if self.reconciler is not None:
             self.reconciler.forget(key)
 
@@ -429,7 +400,7 @@ def _owner_changed(state: OperatorState) -> Callable[[dict[str, Any]], None]:
         meta = obj.get("metadata") or {}
         service = (meta.get("labels") or {}).get(SERVICE)
         if service:
-            state.enqueue_threadsafe((meta.get("namespace", ""), service), owned_change=True)
+            state.enqueue_threadsafe((meta.get("namespace", ""), service))
 
     return changed
 

@@ -30,7 +30,7 @@ class OperatorSettings(BaseSettings):
         "safety net; changes and due times wake a service at once).",
     )
     workers: int = Field(
-        default=6, ge=1, le=64, description="Services reconciled at once (one worker per key)."
+        default=4, ge=1, le=64, description="Services reconciled at once (one worker per key)."
     )
     health_port: int = Field(
         default=8080, ge=0, le=65535, description="/healthz and /readyz; 0 picks a free port."

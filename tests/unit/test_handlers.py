@@ -222,50 +222,6 @@ def test_keys_handed_over_by_other_threads_are_enqueued_in_order_with_one_wake_u
     assert wake_ups == 2
 
 
-def test_an_owned_objects_flurry_of_changes_wakes_its_service_once_a_moment_later(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setattr(handlers, "OWNED_CHANGE_DELAY_S", 0.05)
-
-    async def scenario() -> list[list[tuple[str, str]]]:
-        state = _state()
-        state.queue = WorkQueue()
-        state.loop = asyncio.get_running_loop()
-        changed = handlers._owner_changed(state)
-        enqueued = []
-        enqueue = state.enqueue
-
-        def counted(key: tuple[str, str]) -> None:
-            enqueued.append(key)
-            enqueue(key)
-
-        state.enqueue = counted  # type: ignore[method-assign]
-        pod = {"metadata": {"namespace": "ml", "labels": {handlers.SERVICE: "chat"}}}
-        other = {"metadata": {"namespace": "ml", "labels": {handlers.SERVICE: "other"}}}
-        seen = []
-        for _ in range(5):  # a Deployment's status, its pod made, bound, running...
-            await asyncio.to_thread(changed, pod)
-            await asyncio.sleep(0.005)
-        seen.append([state.queue.get_nowait() for _ in range(len(state.queue))])
-        await asyncio.sleep(0.08)
-        seen.append([state.queue.get_nowait() for _ in range(len(state.queue))])
-        assert enqueued == [("ml", "chat")]  # one wake for the five, not five the queue merged
-        # a change wanted at once (a background job's result) is not held behind the wake
-        await asyncio.to_thread(changed, other)
-        state.enqueue_threadsafe(("ml", "other"))
-        await asyncio.sleep(0.01)
-        seen.append([state.queue.get_nowait() for _ in range(len(state.queue))])
-        # a service forgotten meanwhile is not woken
-        await asyncio.to_thread(changed, pod)
-        await asyncio.sleep(0.01)
-        state.forget(("ml", "chat"))
-        await asyncio.sleep(0.08)
-        seen.append([state.queue.get_nowait() for _ in range(len(state.queue))])
-        return seen
-
-    assert asyncio.run(scenario()) == [[], [("ml", "chat")], [("ml", "other")], []]
-
-
 def _service(name: str, generation: int, observed: int | None) -> dict[str, Any]:
     status = {} if observed is None else {"status": {"observedGeneration": observed}}
     return {"metadata": {"namespace": "ml", "name": name, "generation": generation}, **status}
