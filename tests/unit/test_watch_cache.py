@@ -50,10 +50,13 @@ class FakeApi:
     stop: threading.Event
     lists: int = 0
     watched_from: list[str] = field(default_factory=list)
+    #: What every list after the first finds (None: ``items`` again).
+    relisted: list[dict[str, Any]] | None = None
 
     def get(self, namespace: Any, label_selector: str, serialize: bool) -> Response:
         self.lists += 1
-        listed = {"metadata": {"resourceVersion": str(10 * self.lists)}, "items": self.items}
+        items = self.items if self.lists == 1 or self.relisted is None else self.relisted
+        listed = {"metadata": {"resourceVersion": str(10 * self.lists)}, "items": items}
         return Response(json.dumps(listed).encode())
 
     def watch(self, resource: Any, resource_version: str, **_: Any) -> Iterator[dict[str, Any]]:
@@ -110,18 +113,9 @@ def test_lists_then_watches_keeps_the_store_and_index_and_tells_each_change() ->
 def test_an_expired_watch_is_listed_again_and_what_changed_meanwhile_is_told() -> None:
     stop = threading.Event()
     gone = ApiException(status=410, reason="Gone")
-    api = FakeApi([obj("chat-a", 5)], [gone], stop)
+    api = FakeApi([obj("chat-a", 5)], [gone], stop, relisted=[obj("chat-a", 20)])
     changes: list[str] = []
     cache = informer(api, changes)
-    api_items_after = [obj("chat-a", 20)]
-
-    def get(namespace: Any, label_selector: str, serialize: bool) -> Response:
-        api.lists += 1
-        items = [obj("chat-a", 5)] if api.lists == 1 else api_items_after
-        listed = {"metadata": {"resourceVersion": str(10 * api.lists)}, "items": items}
-        return Response(json.dumps(listed).encode())
-
-    api.get = get  # type: ignore[method-assign]
     cache.run(stop)
     assert api.lists == 2
     assert changes == ["chat-a", "chat-a"]  # listed, then changed while not watched
@@ -214,18 +208,10 @@ def test_the_echo_of_our_own_write_is_cached_but_wakes_nobody_and_a_removal_alwa
 def test_an_object_of_ours_gone_while_not_watched_is_told_though_we_left_it_so() -> None:
     stop = threading.Event()
     gone = ApiException(status=410, reason="Gone")
-    api = FakeApi([obj("chat-a", 5)], [gone], stop)
+    api = FakeApi([obj("chat-a", 5)], [gone], stop, relisted=[])
     changes: list[str] = []
     cache = informer(api, changes)
     cache.echo = lambda o: o["metadata"]["resourceVersion"] == "5"
-
-    def get(namespace: Any, label_selector: str, serialize: bool) -> Response:
-        api.lists += 1
-        items = [obj("chat-a", 5)] if api.lists == 1 else []
-        listed = {"metadata": {"resourceVersion": str(10 * api.lists)}, "items": items}
-        return Response(json.dumps(listed).encode())
-
-    api.get = get  # type: ignore[method-assign]
     cache.run(stop)
     assert changes == ["chat-a"]  # not at the first list (our write), but once it was gone
     assert cache.get("ml", "chat-a") is None
