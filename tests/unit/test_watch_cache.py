@@ -50,13 +50,10 @@ class FakeApi:
     stop: threading.Event
     lists: int = 0
     watched_from: list[str] = field(default_factory=list)
-    #: What every list after the first finds (None: ``items`` again).
-    relisted: list[dict[str, Any]] | None = None
 
     def get(self, namespace: Any, label_selector: str, serialize: bool) -> Response:
         self.lists += 1
-        items = self.items if self.lists == 1 or self.relisted is None else self.relisted
-        listed = {"metadata": {"resourceVersion": str(10 * self.lists)}, "items": items}
+        listed = {"metadata": {"resourceVersion": str(10 * self.lists)}, "items": self.items}
         return Response(json.dumps(listed).encode())
 
     def watch(self, resource: Any, resource_version: str, **_: Any) -> Iterator[dict[str, Any]]:
@@ -113,9 +110,18 @@ def test_lists_then_watches_keeps_the_store_and_index_and_tells_each_change() ->
 def test_an_expired_watch_is_listed_again_and_what_changed_meanwhile_is_told() -> None:
     stop = threading.Event()
     gone = ApiException(status=410, reason="Gone")
-    api = FakeApi([obj("chat-a", 5)], [gone], stop, relisted=[obj("chat-a", 20)])
+    api = FakeApi([obj("chat-a", 5)], [gone], stop)
     changes: list[str] = []
     cache = informer(api, changes)
+    api_items_after = [obj("chat-a", 20)]
+
+    def get(namespace: Any, label_selector: str, serialize: bool) -> Response:
+        api.lists += 1
+        items = [obj("chat-a", 5)] if api.lists == 1 else api_items_after
+        listed = {"metadata": {"resourceVersion": str(10 * api.lists)}, "items": items}
+        return Response(json.dumps(listed).encode())
+
+    api.get = get  # type: ignore[method-assign]
     cache.run(stop)
     assert api.lists == 2
     assert changes == ["chat-a", "chat-a"]  # listed, then changed while not watched
@@ -167,54 +173,6 @@ def test_the_ledger_applies_only_what_changed_or_was_changed_by_someone() -> Non
     assert not ledger.needed(key, desired, _applied(14, 4))
     ledger.forget(key)
     assert ledger.needed(key, desired, _applied(14, 4))
-
-
-def test_the_ledger_knows_the_echo_of_its_own_last_write_and_nothing_else() -> None:
-    ledger = AppliedLedger()
-    key = ("Deployment", "ml", "chat-a")
-    desired = {"kind": "Deployment", "spec": {"replicas": 1}}
-    assert not ledger.is_echo(obj("chat-a", 10))  # never written by us
-    ledger.record(key, desired, obj("chat-a", 10))
-    assert ledger.is_echo(obj("chat-a", 10))  # our apply, come back by the watch
-    assert not ledger.is_echo(obj("chat-a", 11))  # changed since (its status, or someone)
-    assert not ledger.is_echo(obj("chat-b", 10))  # another object
-    assert not ledger.is_echo({**obj("chat-a", 10), "kind": "Service"})  # another kind
-    ledger.moved(key, obj("chat-a", 12))  # our autoscaler's replicas write
-    assert ledger.is_echo(obj("chat-a", 12)) and not ledger.is_echo(obj("chat-a", 10))
-    ledger.forget(key)
-    assert not ledger.is_echo(obj("chat-a", 12))
-
-
-def test_the_echo_of_our_own_write_is_cached_but_wakes_nobody_and_a_removal_always_does() -> None:
-    stop = threading.Event()
-    ours = {"12", "15", "30"}
-    events = [
-        {"type": "ADDED", "raw_object": obj("chat-b", 11)},  # someone else's
-        {"type": "MODIFIED", "raw_object": obj("chat-a", 12)},  # our apply's echo
-        {"type": "MODIFIED", "raw_object": obj("chat-a", 13)},  # its status, after
-        {"type": "DELETED", "raw_object": obj("chat-b", 15)},  # a removal is news
-    ]
-    api = FakeApi([obj("chat-a", 5), obj("chat-c", 30)], [events], stop)
-    changes: list[str] = []
-    cache = informer(api, changes)
-    cache.echo = lambda o: o["metadata"]["resourceVersion"] in ours
-    cache.run(stop)
-    # chat-c is listed as we left it: not told; the final re-list finds nothing new
-    assert changes == ["chat-a", "chat-b", "chat-a", "chat-b"]
-    assert cache.get("ml", "chat-a")["metadata"]["resourceVersion"] == "13"  # type: ignore[index]
-    assert cache.get("ml", "chat-c") is not None  # cached all the same
-
-
-def test_an_object_of_ours_gone_while_not_watched_is_told_though_we_left_it_so() -> None:
-    stop = threading.Event()
-    gone = ApiException(status=410, reason="Gone")
-    api = FakeApi([obj("chat-a", 5)], [gone], stop, relisted=[])
-    changes: list[str] = []
-    cache = informer(api, changes)
-    cache.echo = lambda o: o["metadata"]["resourceVersion"] == "5"
-    cache.run(stop)
-    assert changes == ["chat-a"]  # not at the first list (our write), but once it was gone
-    assert cache.get("ml", "chat-a") is None
 
 
 def test_a_kind_without_generation_is_followed_by_resource_version() -> None:

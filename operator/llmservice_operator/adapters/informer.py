@@ -59,9 +59,6 @@ class Informer:
     #: Called when a missing kind is served again: every service that wants one of its kind
     #: must be reconciled, and none of them has an object of it to be woken by.
     on_found: Callable[[], None] | None = None
-    #: True for an object exactly as the operator's own last write left it: kept, not passed
-    #: to on_change (its service already knows). A removal is always passed on.
-    echo: Callable[[dict[str, Any]], bool] | None = None
     store: dict[Key, dict[str, Any]] = field(default_factory=dict)
     by_service: dict[Key, set[str]] = field(default_factory=dict)
     missing: bool = False
@@ -138,7 +135,7 @@ class Informer:
             self.on_change(old[key])
         for key, item in fresh.items():
             before = old.get(key)
-            if (before is None or _version(before) != _version(item)) and not self._echo(item):
+            if before is None or _version(before) != _version(item):
                 self.on_change(item)
         if found_again and self.on_found is not None:
             log.info("%s is served again", self.kind.kind)
@@ -181,12 +178,8 @@ class Informer:
                 else:
                     self.store[key] = obj
                     self._index(key, obj)
-            if kind == "DELETED" or not self._echo(obj):
-                self.on_change(obj)
+            self.on_change(obj)
         return version
-
-    def _echo(self, obj: dict[str, Any]) -> bool:
-        return self.echo is not None and self.echo(obj)
 
     def _set_missing(self) -> None:
         with self._lock:

@@ -91,11 +91,10 @@ class CacheNotSynced(RuntimeError):
 @dataclass
 class _Applied:
     """What we last applied to one object: the desired object's hash, and the object's
-    generation (its resourceVersion for kinds without one) and resourceVersion right after."""
+    generation (its resourceVersion for kinds without one) right after."""
 
     digest: str
     marker: int
-    version: str
 
 
 class AppliedLedger:
@@ -123,27 +122,14 @@ class AppliedLedger:
         self, key: tuple[str, str, str], obj: dict[str, Any], result: dict[str, Any]
     ) -> None:
         with self._lock:
-            self._applied[key] = _Applied(_digest(obj), _marker(result), _resource_version(result))
+            self._applied[key] = _Applied(_digest(obj), _marker(result))
 
     def moved(self, key: tuple[str, str, str], result: dict[str, Any]) -> None:
         """Our own other write (the autoscaler's replicas) moved the object's generation."""
         with self._lock:
             last = self._applied.get(key)
             if last is not None:
-                self._applied[key] = _Applied(
-                    last.digest, _marker(result), _resource_version(result)
-                )
-
-    def is_echo(self, obj: dict[str, Any]) -> bool:
-        """``obj`` (from a watch) is the object exactly as our own last write left it: the
-        service already acted on it, and waking it would only find nothing to do (a new
-        service's four applies came back as four events, and a reconcile more)."""
-        meta = obj.get("metadata") or {}
-        key = (str(obj.get("kind", "")), meta.get("namespace", ""), meta.get("name", ""))
-        with self._lock:
-            last = self._applied.get(key)
-        version = _resource_version(obj)
-        return last is not None and version != "" and last.version == version
+                self._applied[key] = _Applied(last.digest, _marker(result))
 
     def forget(self, key: tuple[str, str, str]) -> None:
         with self._lock:
@@ -246,7 +232,6 @@ class KubeAdapter:
                         RawWatcher(),
                         on_change,
                         on_found=on_found,
-                        echo=self._ledger.is_echo,
                     )
                     for ns in namespaces
                 ]
@@ -460,10 +445,6 @@ def served_kind(resource_list: dict[str, Any], kind: str) -> bool:
         r.get("kind") == kind and "/" not in str(r.get("name", ""))
         for r in resource_list.get("resources") or []
     )
-
-
-def _resource_version(obj: dict[str, Any]) -> str:
-    return str((obj.get("metadata") or {}).get("resourceVersion") or "")
 
 
 def _marker(obj: dict[str, Any]) -> int:
