@@ -101,6 +101,12 @@ def llmservice(namespace: str, name: str) -> dict[str, Any]:
     }
 
 
+def llmservice_list(namespace: str, names: list[str]) -> dict[str, Any]:
+    """One `kubectl apply` of the LLMServices ``names`` in ``namespace``."""
+    return {"apiVersion": "v1", "kind": "List",
+            "items": [llmservice(namespace, n) for n in names]}  # fmt: skip
+
+
 def percentile(values: list[float], q: float) -> float:
     if not values:
         return float("nan")
@@ -526,8 +532,7 @@ def run(
     available = llmservices.seen["available"]
     time.sleep(2)
     names = [f"svc-{i:04d}" for i in range(count)]
-    docs = {"apiVersion": "v1", "kind": "List",
-            "items": [llmservice(namespace, n) for n in names]}  # fmt: skip
+    docs = llmservice_list(namespace, names)
     cpu_before = component_cpu()
     reconciles_before = reconciles_so_far(info)
     served_before = apiserver_requests(info)
@@ -644,7 +649,7 @@ def run(
     all_deployments = max(to_deployment, default=float("nan"))
     ratios = [all_deployments / baseline]
     for trial, target in enumerate(later, start=2):
-        burst, its_baseline = burst_trial(info, apps, custom, target, count, timeout)
+        burst, its_baseline = burst_trial(info, apps, target, count, timeout)
         ratios.append(burst / its_baseline)
         print(f"trial {trial}: all {count} Deployments in {burst:.1f}s, the kubectl baseline right "
               f"after it {its_baseline:.1f}s: {ratios[-1]:.2f}x", file=sys.stderr)  # fmt: skip
@@ -665,7 +670,6 @@ def run(
 def burst_trial(
     info: ClusterInfo,
     apps: client.AppsV1Api,
-    custom: client.CustomObjectsApi,
     namespace: str,
     count: int,
     timeout: float,
@@ -676,21 +680,12 @@ def burst_trial(
     minutes apart, not a quarter of an hour as the first trial's are, so a slow spell of the
     machine weighs on both or neither."""
     deployments = FirstSeen(apps.list_namespaced_deployment, (namespace,), created=_service_of)
-    llmservices = FirstSeen(custom.list_namespaced_custom_object,
-                            (GROUP, VERSION, namespace, PLURAL), stored=_name)  # fmt: skip
     created = deployments.seen["created"]
     time.sleep(2)
     names = [f"svc-{i:04d}" for i in range(count)]
     sampler = CpuSampler(period_s=1.0)
     applied_at = time.monotonic()
-    info.run_kubectl(
-        "apply",
-        "-f",
-        "-",
-        stdin=json.dumps(
-            {"apiVersion": "v1", "kind": "List", "items": [llmservice(namespace, n) for n in names]}
-        ),
-    )
+    info.run_kubectl("apply", "-f", "-", stdin=json.dumps(llmservice_list(namespace, names)))
     llmservices_applied = time.monotonic() - applied_at
     while len(created) < count and time.monotonic() < applied_at + timeout:
         time.sleep(0.2)
@@ -698,7 +693,6 @@ def burst_trial(
     time.sleep(0.3)  # a sample after the last Deployment
     sampler.stop()
     deployments.stop()
-    llmservices.stop()
     print(f"{namespace}: kubectl applied the {count} LLMServices in {llmservices_applied:.1f}s; "
           f"{len(created)} Deployments, the last at {last:.1f}s; cores until then: "
           + _cores_line(sampler.cores_between(applied_at, applied_at + last)),
