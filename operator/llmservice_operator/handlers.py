@@ -11,6 +11,7 @@ What wakes a service:
 - its next due time: an autoscaling evaluation, an analysis measurement, a pause's end, a
   deadline (each reconcile says when; one timer per service, the earliest wins);
 - a background job it waits for finished (adapters/background.py);
+- the end of a wave of new services, when its first status was held back (arrivals.py);
 - an error: retried with per-service exponential backoff, 5 ms doubling to about 1,000 s
   (controller-runtime's default), reset by the next success;
 - the resync (`reconcileIntervalSeconds`, minutes): a safety net only.
@@ -44,12 +45,13 @@ from .adapters.event_poster import EventPoster
 from .adapters.kube import CacheNotSynced, KubeAdapter, version_number
 from .adapters.metrics import OperatorMetrics
 from .api import GROUP, PLURAL, VERSION
+from .arrivals import Wave
 from .gc_pauses import COUNT_EVERY, SETTLE_INTERVAL_S, THAW_EVERY, measure_pauses, settle
 from .laps import Laps
 from .reconcile import Reconciler, namespace_terminating
 from .render.labels import SERVICE
 from .settings import OperatorSettings
-from .workqueue import WorkQueue, priority_of
+from .workqueue import ROUTINE, WorkQueue, priority_of
 
 __all__ = [
     "OperatorState",
@@ -133,14 +135,41 @@ class OperatorState:
     #: Keys from other threads, in order, not yet enqueued on the loop (enqueue_threadsafe).
     handed_over: dict[Key, None] = field(default_factory=dict)
     handed_over_lock: threading.Lock = field(default_factory=threading.Lock)
+    #: New services arriving at once (arrivals.py); the reconciler reads `wave.active`.
+    wave: Wave = field(default_factory=Wave)
+    #: Services whose first status was held back during a wave, with the generation acted on:
+    #: routine work now (their objects are applied), reconciled again when the wave has passed.
+    held: dict[Key, int | None] = field(default_factory=dict)
+    release: asyncio.TimerHandle | None = None
 
-    def enqueue(self, key: Key) -> None:
+    def enqueue(self, key: Key, priority: int | None = None) -> None:
         if self.queue is None:
             return
         if key in self.processing:
             self.dirty.add(key)
             return
-        self.queue.put(key, priority_of(self.bodies.get(key)))
+        body = self.bodies.get(key)
+        if priority is None:
+            held = key in self.held and self.held[key] == _generation(body)
+            priority = ROUTINE if held else priority_of(body)
+        self.queue.put(key, priority)
+
+    def hold(self, key: Key, generation: int | None) -> None:
+        """``key``'s first status waits for the wave to pass (then it is reconciled again)."""
+        self.held[key] = generation
+        if self.release is None:
+            loop = asyncio.get_running_loop()
+            self.release = loop.call_later(self.wave.remaining_s(), self._release_held)
+
+    def _release_held(self) -> None:
+        self.release = None
+        if self.wave.active():  # more services came meanwhile: the wave goes on
+            assert self.loop is not None
+            self.release = self.loop.call_later(self.wave.remaining_s(), self._release_held)
+            return
+        held, self.held = self.held, {}
+        for key in held:
+            self.enqueue(key, ROUTINE)
 
     def enqueue_threadsafe(self, key: Key) -> None:
         """From a watch or job thread. Keys handed over between two turns of the event loop
@@ -211,6 +240,7 @@ class OperatorState:
 
     def forget(self, key: Key) -> None:
         self.bodies.pop(key, None)
+        self.held.pop(key, None)
         self.terminating.discard(key)
         self.failures.pop(key, None)
         timer = self.timers.pop(key, None)
@@ -266,6 +296,10 @@ async def _process(state: OperatorState, key: Key) -> Laps | None:
             _retry_later(state, key, err)
         return None
     state.failures.pop(key, None)
+    if result.status_held:
+        state.hold(key, _generation(body))
+    else:
+        state.held.pop(key, None)
     if result.events:
         if state.events is None:
             state.events = EventPoster(state.kube.post_event)
@@ -295,6 +329,11 @@ def _newer(candidate: dict[str, Any], cached: dict[str, Any] | None) -> bool:
     return (
         old >= 0 and version_number(candidate.get("metadata", {}).get("resourceVersion", "")) > old
     )
+
+
+def _generation(body: dict[str, Any] | None) -> int | None:
+    generation = ((body or {}).get("metadata") or {}).get("generation")
+    return generation if isinstance(generation, int) else None
 
 
 def _not_found(err: Exception) -> bool:
@@ -477,5 +516,7 @@ def register(registry: kopf.OperatorRegistry, state: OperatorState) -> None:
             state.sweep_soon()
         # kopf watches no terminating namespace: one it tells of is not (or was made again).
         state.terminating.discard(key)
+        if type == "ADDED" and key not in state.bodies and not body.get("status"):
+            state.wave.arrived()  # a new service, just created
         if remember(state, key, dict(body)):
             state.enqueue(key)

@@ -12,6 +12,8 @@ What keeps it cheap at a thousand services:
 - **Written only when it changes.** Objects are applied when what we want differs from what
   we last applied; the status is merge-patched with the difference. The autoscaler's history
   (its samples) is kept in memory and written with its decisions, or once a minute.
+- **A wave's first statuses wait.** While many services arrive at once (arrivals.py), a new
+  service's first status write and its Events wait for the wave to pass: its objects do not.
 - **No network on the workers.** Smoke tests, analysis queries and scrapes are background
   jobs (adapters/background.py) whose results feed the next reconcile.
 """
@@ -44,6 +46,7 @@ from .adapters.smoke import run_smoke
 from .api import LLMService, SpecError, parse_llmservice
 from .api.status import AutoscalingStatus
 from .api.timestamps import from_rfc3339
+from .arrivals import FIRST_STATUS_HOLD_MAX_S
 from .autoscale.history import decided_entries
 from .conditions import settle
 from .cost import cost_due, service_cost
@@ -88,6 +91,8 @@ AUTOSCALING_PERSIST_S = 300.0
 SAMPLES_MAX_AGE_S = 5.0
 #: A ReconcileError Event is posted once per message in this long (it repeats with backoff).
 ERROR_EVENT_EVERY_S = 300.0
+#: Conditions a user waits to see: a first status showing one True is never held back.
+_SHOWN_AT_ONCE = frozenset({"InvalidSpec", "ReconcileError", "Degraded"})
 SmokeRunner = Callable[[str, Sequence[SmokeRequest], str | None], list[SmokeObservation]]
 
 
@@ -124,6 +129,9 @@ class ReconcileResult:
     updated_body: dict[str, Any] | None = None
     #: Where the reconcile's time went (set by Reconciler.reconcile).
     laps: Laps | None = None
+    #: A new service's first status (and its Events) was held back during a wave of new
+    #: services (arrivals.py): reconcile it again once the wave has passed.
+    status_held: bool = False
 
 
 @dataclass
@@ -138,6 +146,8 @@ class _Memory:
     fingerprint: tuple[Any, ...] | None = None
     decided_requeue_at: datetime | None = None
     error_events: dict[str, float] = field(default_factory=dict)
+    #: When its first status was held back (once per service: the next reconcile writes it).
+    first_status_held_at: datetime | None = None
 
 
 def merge_patch(current: dict[str, Any], desired: dict[str, Any]) -> dict[str, Any]:
@@ -181,8 +191,10 @@ class Reconciler:
         operator_namespace: str | None = None,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         load_test: LoadTestRuntime | None = None,
+        in_wave: Callable[[], bool] = lambda: False,
     ) -> None:
         self._kube = kube
+        self._in_wave = in_wave
         self._clock = clock
         self._catalog = catalog
         self._prometheus_url = prometheus_url
@@ -252,6 +264,17 @@ class Reconciler:
         written = self._act(key, body, decision, observed, memory, now)
         applied = len(written)
         laps.lap("apply")
+        if self._holds_first_status(body, decision, memory, now):
+            # No fingerprint is kept: the next reconcile decides in full again, and writes
+            # this status and says these Events then.
+            memory.decided_requeue_at = decision.requeue_at
+            assert memory.first_status_held_at is not None
+            latest = memory.first_status_held_at + timedelta(seconds=FIRST_STATUS_HOLD_MAX_S)
+            requeue = _earliest(
+                decision.requeue_at, latest, self._next_evaluation(plan, memory, now)
+            )
+            return ReconcileResult([], False, applied, len(decision.delete), requeue,
+                                   status_held=True)  # fmt: skip
         status = self._status_to_write(decision.status, body, memory, scaling, now)
         updated = self._write_status(body, settle(status, None, meta.get("generation"), now), key)
         laps.lap("status")
@@ -355,6 +378,21 @@ class Reconciler:
             self._error_event(body, memory, message)
             raise
         return applied
+
+    def _holds_first_status(
+        self, body: dict[str, Any], decision: Decision, memory: _Memory, now: datetime
+    ) -> bool:
+        """Whether this new service's first status waits for the wave of new services to pass
+        (arrivals.py): once per service, never one that shows an error."""
+        if body.get("status") or memory.first_status_held_at is not None:
+            return False
+        conditions = decision.status.get("conditions") or []
+        if any(c.get("type") in _SHOWN_AT_ONCE and c.get("status") == "True" for c in conditions):
+            return False
+        if not self._in_wave():
+            return False
+        memory.first_status_held_at = now
+        return True
 
     def _error_event(self, body: dict[str, Any], memory: _Memory, message: str) -> None:
         """Once per message in ERROR_EVENT_EVERY_S: the retries come with backoff anyway."""

@@ -609,3 +609,103 @@ def test_kopfs_listing_of_a_service_brings_one_look_for_deletions_not_seen(
     state = asyncio.run(scenario())
     assert cluster.lists == 1
     assert set(state.bodies) == {KEY}
+
+
+def _new_body(generation: int) -> dict[str, Any]:
+    return {**_body("5"), "metadata": {**_body("5")["metadata"], "generation": generation}}
+
+
+def test_a_held_service_is_routine_work_until_the_wave_passes_then_reconciled_again() -> None:
+    async def scenario() -> None:
+        state = _state()
+        state.loop = asyncio.get_running_loop()
+        state.queue = WorkQueue()
+        state.bodies[KEY] = _new_body(1)
+        assert priority_of(state.bodies[KEY]) == SPEC_CHANGED  # no status yet
+        state.wave.until = time.monotonic() + 0.3
+        state.hold(KEY, 1)
+        state.enqueue(KEY)  # its Deployment changed: not ahead of new services
+        assert state.queue._waiting[KEY] == ROUTINE
+        assert state.queue.get_nowait() == KEY
+        await asyncio.sleep(0.1)
+        state.wave.until = time.monotonic() + 0.5  # another service came: the wave goes on
+        await asyncio.sleep(0.3)
+        assert KEY not in state.queue and KEY in state.held
+        await asyncio.sleep(0.5)
+        assert KEY in state.queue and state.queue._waiting[KEY] == ROUTINE
+        assert not state.held and state.release is None
+
+    asyncio.run(scenario())
+
+
+def test_a_held_service_whose_spec_changed_is_not_routine() -> None:
+    async def scenario() -> None:
+        state = _state()
+        state.queue = WorkQueue()
+        state.bodies[KEY] = _new_body(2)
+        state.wave.until = time.monotonic() + 10
+        state.hold(KEY, 1)
+        state.enqueue(KEY)
+        assert state.queue._waiting[KEY] == SPEC_CHANGED
+        state.forget(KEY)
+        assert not state.held
+        assert state.release is not None
+        state.release.cancel()
+
+    asyncio.run(scenario())
+
+
+def test_only_a_newly_created_service_counts_toward_a_wave() -> None:
+    state = _state()
+    state.queue = WorkQueue()
+    registry = kopf.OperatorRegistry()
+    register(registry, state)
+    (handler,) = [
+        h for h in registry._watching.get_all_handlers() if h.id.endswith("llmservice_event")
+    ]
+
+    def body(name: str, status: dict[str, Any] | None = None) -> dict[str, Any]:
+        made = {"metadata": {"namespace": "ml", "name": name, "resourceVersion": "5"}}
+        return {**made, "status": status} if status else made
+
+    async def events() -> None:
+        await handler.fn(type=None, body=body("listed"))  # found by kopf's listing
+        await handler.fn(type="ADDED", body=body("old", {"observedGeneration": 1}))
+        await handler.fn(type="ADDED", body=body("new"))
+        await handler.fn(type="MODIFIED", body=body("new"))
+        await handler.fn(type="ADDED", body=body("new"))  # told again: not new
+
+    asyncio.run(events())
+    assert len(state.wave.arrivals) == 1
+
+
+class HoldingReconciler:
+    """The first reconcile holds the service's first status back; the next writes it."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def reconcile(self, body: dict[str, Any]) -> ReconcileResult:
+        self.calls += 1
+        return ReconcileResult([], self.calls > 1, 4, 0, None, status_held=self.calls == 1)
+
+
+def test_a_reconcile_that_held_the_status_back_holds_the_service_until_one_writes_it() -> None:
+    async def scenario() -> list[bool]:
+        state = _state()
+        state.reconciler = HoldingReconciler()  # type: ignore[assignment]
+        state.kube = NoEvents()  # type: ignore[assignment]
+        state.queue = WorkQueue()
+        state.bodies[KEY] = _new_body(1)
+        state.wave.until = time.monotonic() + 10
+        worker = asyncio.create_task(_worker(state))
+        seen = []
+        for _ in range(2):
+            state.enqueue(KEY)
+            await asyncio.sleep(0.05)
+            seen.append(KEY in state.held)
+        worker.cancel()
+        await asyncio.gather(worker, return_exceptions=True)
+        return seen
+
+    assert asyncio.run(scenario()) == [True, False]

@@ -599,3 +599,51 @@ def test_the_written_autoscaling_record_is_read_only_when_it_may_be_newer() -> N
     assert remembered is not None and remembered.desired_replicas == 3
     never = AutoscalingStatus(desiredReplicas=1)
     assert _fresher(never, _with_autoscaling(newer)) is never
+
+
+def test_a_new_services_first_status_and_events_wait_once_while_a_wave_passes() -> None:
+    alone = FakeKube(_body())
+    Reconciler(alone, load_catalog(), "http://prometheus:9090", clock=lambda: T0).reconcile(
+        copy.deepcopy(alone.body)
+    )
+    clock = [T0]
+    kube = FakeKube(_body())
+    reconciler = Reconciler(kube, load_catalog(), "http://prometheus:9090",
+                            clock=lambda: clock[0], in_wave=lambda: True)  # fmt: skip
+    held = reconciler.reconcile(copy.deepcopy(kube.body))
+    assert held.status_held and not held.wrote_status and held.events == []
+    assert kube.status_patches == []
+    assert sorted(kube.applied) == sorted(alone.applied)  # its objects did not wait
+    assert held.requeue_at is not None and held.requeue_at <= T0 + timedelta(seconds=60)
+    clock[0] = T0 + timedelta(seconds=20)
+    written = reconciler.reconcile(copy.deepcopy(kube.body))  # the wave goes on: once only
+    assert not written.status_held and written.wrote_status
+    assert {e.reason for e in written.events} >= {"Sized"}
+    assert kube.body["status"]["observedGeneration"] == 1
+    assert _conditions(kube)["Sized"]["status"] == "True"
+
+
+def test_a_first_status_that_shows_an_invalid_spec_is_never_held() -> None:
+    body = _body()
+    body["spec"]["engine"]["extraArgs"] = ["--api-key=secret"]
+    kube = FakeKube(body)
+    reconciler = Reconciler(kube, load_catalog(), "http://prometheus:9090", clock=lambda: T0,
+                            in_wave=lambda: True)  # fmt: skip
+    result = reconciler.reconcile(copy.deepcopy(kube.body))
+    assert not result.status_held and result.wrote_status
+    assert _conditions(kube)["InvalidSpec"]["status"] == "True"
+    assert [e.reason for e in result.events] == ["InvalidSpec"]
+
+
+def test_a_service_that_has_a_status_is_never_held() -> None:
+    kube = FakeKube(_body())
+    wave = [False]
+    reconciler = Reconciler(kube, load_catalog(), "http://prometheus:9090", clock=lambda: T0,
+                            in_wave=lambda: wave[0])  # fmt: skip
+    reconciler.reconcile(copy.deepcopy(kube.body))
+    wave[0] = True
+    kube.body["metadata"]["generation"] = 2
+    kube.body["spec"]["engine"]["maxModelLen"] = 8192
+    result = reconciler.reconcile(copy.deepcopy(kube.body))
+    assert not result.status_held and result.wrote_status
+    assert kube.body["status"]["observedGeneration"] == 2

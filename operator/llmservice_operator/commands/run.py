@@ -75,6 +75,7 @@ def _run(args: argparse.Namespace) -> int:
     from ..adapters.kube import KubeAdapter
     from ..adapters.metrics import OperatorMetrics
     from ..adapters.service_metrics import ServiceStatusCollector
+    from ..arrivals import Wave
     from ..handlers import OperatorState, register
     from ..reconcile import Reconciler
 
@@ -98,6 +99,7 @@ def _run(args: argparse.Namespace) -> int:
         api_client, cache_dir=settings.runtime_dir, namespaces=settings.namespace_list()
     )
     background = BackgroundIO()
+    wave = Wave()
     state = OperatorState(
         settings=settings,
         metrics=metrics,
@@ -111,8 +113,10 @@ def _run(args: argparse.Namespace) -> int:
             background=background,
             operator_namespace=settings.operator_namespace,
             load_test=_load_test_runtime(settings),
+            in_wave=wave.active,
         ),
         heartbeat=health.beat,
+        wave=wave,
     )
     # Per-service gauges for the chart's dashboard, read from the bodies at scrape time.
     metrics.registry.register(ServiceStatusCollector(lambda: state.bodies.values()))
