@@ -14,7 +14,8 @@ What wakes a service:
 - the end of a wave of new services, when its first status was held back (arrivals.py);
 - an error: retried with per-service exponential backoff, 5 ms doubling to about 1,000 s
   (controller-runtime's default), reset by the next success;
-- the resync (`reconcileIntervalSeconds`, minutes): a safety net only.
+- the resync (`reconcileIntervalSeconds`, minutes): a safety net only, for a service that
+  nothing else reconciled in that long.
 
 What forgets one: its DELETED event; or, for a deletion kopf never told (it lists again after
 its watch expires, and tells only what it finds), a 404 that a LIST of them confirms (one
@@ -29,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -74,6 +76,8 @@ SYNC_TIMEOUT_S = 60.0
 #: After kopf lists the LLMServices, how long before the look for those deleted unseen (the
 #: listing's events, one per object, are handled by then).
 SWEEP_AFTER_LIST_S = 30.0
+#: How often per resync interval the resync looks for services not reconciled in one.
+RESYNC_LOOKS = 10
 #: After a reconcile meets a 404, how long the one LIST that confirms it waits for others.
 CONFIRM_AFTER_S = 0.5
 
@@ -141,6 +145,8 @@ class OperatorState:
     #: routine work now (their objects are applied), reconciled again when the wave has passed.
     held: dict[Key, int | None] = field(default_factory=dict)
     release: asyncio.TimerHandle | None = None
+    #: When each service was last reconciled (time.monotonic): the resync skips the recent.
+    reconciled_at: dict[Key, float] = field(default_factory=dict)
 
     def enqueue(self, key: Key, priority: int | None = None) -> None:
         if self.queue is None:
@@ -241,6 +247,7 @@ class OperatorState:
     def forget(self, key: Key) -> None:
         self.bodies.pop(key, None)
         self.held.pop(key, None)
+        self.reconciled_at.pop(key, None)
         self.terminating.discard(key)
         self.failures.pop(key, None)
         timer = self.timers.pop(key, None)
@@ -296,6 +303,7 @@ async def _process(state: OperatorState, key: Key) -> Laps | None:
             _retry_later(state, key, err)
         return None
     state.failures.pop(key, None)
+    state.reconciled_at[key] = time.monotonic()
     if result.status_held:
         state.hold(key, _generation(body))
     else:
@@ -410,12 +418,19 @@ def _forget_unseen_deletion(state: OperatorState, key: Key) -> None:
     state.forget(key)
 
 
-async def _resync(state: OperatorState) -> None:
+async def _resync(state: OperatorState, clock: Callable[[], float] = time.monotonic) -> None:
+    """The safety net: every service that nothing reconciled for a whole interval (its own
+    due times, its objects' changes) is reconciled. Looked for every tenth of an interval, so
+    the services due are spread out, not a thousand reconciles at once."""
+    interval = state.settings.reconcile_interval_seconds
     while True:
-        await asyncio.sleep(state.settings.reconcile_interval_seconds)
+        await asyncio.sleep(interval / RESYNC_LOOKS)
         state.metrics.managed_services.set(len(state.bodies))
+        stale = clock() - interval
         for key in list(state.bodies):
-            state.enqueue(key)
+            if state.reconciled_at.get(key, -math.inf) <= stale:
+                state.reconciled_at[key] = clock()  # asked for: not again before its turn
+                state.enqueue(key)
 
 
 async def _settle_gc(state: OperatorState) -> None:

@@ -26,8 +26,8 @@ class OperatorSettings(BaseSettings):
     reconcile_interval_seconds: float = Field(
         default=300.0,
         gt=0,
-        description="The resync: every service is reconciled this often whatever happens (a "
-        "safety net; changes and due times wake a service at once).",
+        description="The resync: a service that nothing reconciled for this long is reconciled "
+        "(a safety net; changes and due times wake a service at once).",
     )
     workers: int = Field(
         default=4, ge=1, le=64, description="Services reconciled at once (one worker per key)."

@@ -706,6 +706,36 @@ def test_a_reconcile_that_held_the_status_back_holds_the_service_until_one_write
             seen.append(KEY in state.held)
         worker.cancel()
         await asyncio.gather(worker, return_exceptions=True)
-        return seen
+        return [*seen, KEY in state.reconciled_at]  # the resync leaves it be for an interval
 
-    assert asyncio.run(scenario()) == [True, False]
+    assert asyncio.run(scenario()) == [True, False, True]
+
+
+def test_the_resync_wakes_only_the_services_nothing_reconciled_for_an_interval() -> None:
+    async def scenario() -> tuple[set[tuple[str, str]], set[tuple[str, str]]]:
+        now = [1000.0]
+        state = OperatorState(
+            settings=OperatorSettings(reconcile_interval_seconds=0.5),
+            metrics=OperatorMetrics.create(),
+        )
+        state.queue = WorkQueue()
+        recent, stale, never = ("ml", "recent"), ("ml", "stale"), ("ml", "never")
+        for key in (recent, stale, never):
+            state.bodies[key] = _body("5")
+        state.reconciled_at[recent] = now[0] - 0.1  # its autoscaler evaluated it just now
+        state.reconciled_at[stale] = now[0] - 0.6
+        resync = asyncio.create_task(handlers._resync(state, clock=lambda: now[0]))
+        await asyncio.sleep(0.08)  # one look (every tenth of the interval)
+        first = {k for k in (recent, stale, never) if k in state.queue}
+        while len(state.queue):
+            state.queue.get_nowait()
+        now[0] += 0.45  # the recent one's interval is over; the others were just asked for
+        await asyncio.sleep(0.08)
+        second = {k for k in (recent, stale, never) if k in state.queue}
+        resync.cancel()
+        await asyncio.gather(resync, return_exceptions=True)
+        return first, second
+
+    first, second = asyncio.run(scenario())
+    assert first == {("ml", "stale"), ("ml", "never")}
+    assert second == {("ml", "recent")}
