@@ -70,6 +70,16 @@ def _body(resource_version: str) -> dict[str, Any]:
     return {"metadata": {"namespace": "ml", "name": "chat", "resourceVersion": resource_version}}
 
 
+def _llmservice_event_handler(state: OperatorState) -> Any:
+    """kopf's handler of LLMService events, registered for ``state``."""
+    registry = kopf.OperatorRegistry()
+    register(registry, state)
+    (handler,) = [
+        h for h in registry._watching.get_all_handlers() if h.id.endswith("llmservice_event")
+    ]
+    return handler
+
+
 def test_a_key_is_reconciled_by_one_worker_at_a_time_and_again_when_asked_meanwhile() -> None:
     async def scenario() -> SlowReconciler:
         state = _state()
@@ -355,11 +365,7 @@ def test_the_llmservice_event_handler_runs_on_the_event_loop() -> None:
     async def scenario() -> tuple[tuple[str, str], int]:
         state = _state()
         state.queue = WorkQueue()
-        registry = kopf.OperatorRegistry()
-        register(registry, state)
-        (handler,) = [
-            h for h in registry._watching.get_all_handlers() if h.id.endswith("llmservice_event")
-        ]
+        handler = _llmservice_event_handler(state)
         assert inspect.iscoroutinefunction(handler.fn)
         waiting = asyncio.create_task(state.queue.get())
         await asyncio.sleep(0)
@@ -497,11 +503,7 @@ def test_kopf_telling_of_a_service_ends_its_namespace_being_deleted() -> None:
     state = _state()
     state.queue = WorkQueue()
     state.terminating.add(KEY)
-    registry = kopf.OperatorRegistry()
-    register(registry, state)
-    (handler,) = [
-        h for h in registry._watching.get_all_handlers() if h.id.endswith("llmservice_event")
-    ]
+    handler = _llmservice_event_handler(state)
     asyncio.run(handler.fn(type="ADDED", body=_body("20")))
     assert KEY not in state.terminating and KEY in state.queue
 
@@ -590,11 +592,7 @@ def test_kopfs_listing_of_a_service_brings_one_look_for_deletions_not_seen(
         state = _state()
         state.queue = WorkQueue()
         state.kube = cluster  # type: ignore[assignment]
-        registry = kopf.OperatorRegistry()
-        register(registry, state)
-        (handler,) = [
-            h for h in registry._watching.get_all_handlers() if h.id.endswith("llmservice_event")
-        ]
+        handler = _llmservice_event_handler(state)
         await handler.fn(type="ADDED", body=_body("6"))
         await asyncio.sleep(0.1)
         assert cluster.lists == 0
@@ -658,11 +656,7 @@ def test_a_held_service_whose_spec_changed_is_not_routine() -> None:
 def test_only_a_newly_created_service_counts_toward_a_wave() -> None:
     state = _state()
     state.queue = WorkQueue()
-    registry = kopf.OperatorRegistry()
-    register(registry, state)
-    (handler,) = [
-        h for h in registry._watching.get_all_handlers() if h.id.endswith("llmservice_event")
-    ]
+    handler = _llmservice_event_handler(state)
 
     def body(name: str, status: dict[str, Any] | None = None) -> dict[str, Any]:
         made = {"metadata": {"namespace": "ml", "name": name, "resourceVersion": "5"}}
