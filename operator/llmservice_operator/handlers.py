@@ -164,15 +164,17 @@ class OperatorState:
         """``key``'s first status waits for the wave to pass (then it is reconciled again)."""
         self.held[key] = generation
         if self.release is None:
-            loop = asyncio.get_running_loop()
-            self.release = loop.call_later(self.wave.remaining_s(), self._release_held)
+            self._release_when_the_wave_ends()
+
+    def _release_when_the_wave_ends(self) -> None:
+        loop = asyncio.get_running_loop()
+        self.release = loop.call_later(self.wave.remaining_s(), self._release_held)
 
     def _release_held(self) -> None:
-        self.release = None
         if self.wave.active():  # more services came meanwhile: the wave goes on
-            assert self.loop is not None
-            self.release = self.loop.call_later(self.wave.remaining_s(), self._release_held)
+            self._release_when_the_wave_ends()
             return
+        self.release = None
         held, self.held = self.held, {}
         for key in held:
             self.enqueue(key, ROUTINE)

@@ -264,12 +264,12 @@ class Reconciler:
         written = self._act(key, body, decision, observed, memory, now)
         applied = len(written)
         laps.lap("apply")
-        if self._holds_first_status(body, decision, memory, now):
+        if self._holds_first_status(body, decision, memory):
             # No fingerprint is kept: the next reconcile decides in full again, and writes
             # this status and says these Events then.
+            memory.first_status_held_at = now
             memory.decided_requeue_at = decision.requeue_at
-            assert memory.first_status_held_at is not None
-            latest = memory.first_status_held_at + timedelta(seconds=FIRST_STATUS_HOLD_MAX_S)
+            latest = now + timedelta(seconds=FIRST_STATUS_HOLD_MAX_S)
             requeue = _earliest(
                 decision.requeue_at, latest, self._next_evaluation(plan, memory, now)
             )
@@ -380,7 +380,7 @@ class Reconciler:
         return applied
 
     def _holds_first_status(
-        self, body: dict[str, Any], decision: Decision, memory: _Memory, now: datetime
+        self, body: dict[str, Any], decision: Decision, memory: _Memory
     ) -> bool:
         """Whether this new service's first status waits for the wave of new services to pass
         (arrivals.py): once per service, never one that shows an error."""
@@ -389,10 +389,7 @@ class Reconciler:
         conditions = decision.status.get("conditions") or []
         if any(c.get("type") in _SHOWN_AT_ONCE and c.get("status") == "True" for c in conditions):
             return False
-        if not self._in_wave():
-            return False
-        memory.first_status_held_at = now
-        return True
+        return self._in_wave()
 
     def _error_event(self, body: dict[str, Any], memory: _Memory, message: str) -> None:
         """Once per message in ERROR_EVENT_EVERY_S: the retries come with backoff anyway."""
