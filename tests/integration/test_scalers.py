@@ -145,6 +145,7 @@ def _degraded_is(
     return check
 
 
+@pytest.mark.serial  # it deletes KEDA's CRD, which the tests beside it would miss
 def test_an_api_removed_after_discovery_is_treated_as_missing(
     cluster: ClusterInfo,
     namespace: str,
@@ -187,6 +188,7 @@ def test_an_api_removed_after_discovery_is_treated_as_missing(
         install_third_party_crds(cluster, kubectl)
 
 
+@pytest.mark.serial  # it deletes KEDA's CRD, which the tests beside it would miss
 def test_a_reinstalled_scaler_api_is_noticed_without_a_restart(
     cluster: ClusterInfo,
     namespace: str,
