@@ -163,6 +163,8 @@ def _settings() -> OperatorSettings:
     except ValidationError as err:
         problems = "; ".join(
             f"LLMSERVICE_{'_'.join(str(p) for p in e['loc']).upper()}: {e['msg']}"
+            if e["loc"]
+            else e["msg"]  # a check of several (the lease timing): its message names them
             for e in err.errors()
         )
         raise StartupError(f"bad settings: {problems}") from None
@@ -253,13 +255,26 @@ def _elect(
     from ..adapters.leader import LeaseElector
 
     elector = LeaseElector(
-        api_client,
+        _lease_api(api_client),
         settings.lease_name,
         settings.lease_namespace,
         identity,
-        settings.lease_duration_seconds,
+        settings.lease_timing,
     )
     health.set_role("standby")
     elector.acquire(on_try=health.beat)
     elector.keep_renewing()
     return elector
+
+
+def _lease_api(api_client: client.ApiClient) -> Any:
+    """The Lease calls on a client of their own, as client-go's leader election has: its own
+    connections, and no urllib3 retries (the elector tries again every retryPeriod, within its
+    deadline; retried inside one call, a hung API server would take 4 request timeouts)."""
+    import copy
+
+    from kubernetes import client
+
+    configuration = copy.deepcopy(api_client.configuration)
+    configuration.retries = False
+    return client.CoordinationV1Api(client.ApiClient(configuration))
