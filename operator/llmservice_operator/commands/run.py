@@ -71,6 +71,7 @@ def _run(args: argparse.Namespace) -> int:
     import kopf
 
     from ..adapters.background import BackgroundIO
+    from ..adapters.fence import FencedKube
     from ..adapters.health import Health
     from ..adapters.kube import KubeAdapter
     from ..adapters.metrics import OperatorMetrics
@@ -98,6 +99,8 @@ def _run(args: argparse.Namespace) -> int:
     kube = KubeAdapter(
         api_client, cache_dir=settings.runtime_dir, namespaces=settings.namespace_list()
     )
+    # The fence: without the Lease, no reconcile starts (handlers.py) and none writes.
+    leading = elector.leading if elector is not None else _always
     background = BackgroundIO()
     wave = Wave()
     state = OperatorState(
@@ -106,7 +109,7 @@ def _run(args: argparse.Namespace) -> int:
         kube=kube,
         background=background,
         reconciler=Reconciler(
-            kube,
+            FencedKube(kube, leading),
             catalog,
             settings.prometheus_url,
             metrics,
@@ -117,6 +120,7 @@ def _run(args: argparse.Namespace) -> int:
         ),
         heartbeat=health.beat,
         wave=wave,
+        leading=leading,
     )
     # Per-service gauges for the chart's dashboard, read from the bodies at scrape time.
     metrics.registry.register(ServiceStatusCollector(lambda: state.bodies.values()))
@@ -140,6 +144,10 @@ def _run(args: argparse.Namespace) -> int:
         if elector is not None:
             elector.release()
     return 0
+
+
+def _always() -> bool:
+    return True
 
 
 def _load_test_runtime(settings: OperatorSettings) -> Any:
