@@ -4,6 +4,8 @@ failure a failed renewal, request timeouts, jittered tries, and a clean release.
 
 from __future__ import annotations
 
+import threading
+import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -59,9 +61,14 @@ class FakeLeaseApi:
         self.version = 0
         self.failing: Exception | None = None
         self.calls: list[tuple[str, dict[str, Any]]] = []
+        #: How long each call takes, on ``caller``'s clock.
+        self.latency = 0.0
+        self.caller: Clock | None = None
 
     def _call(self, method: str, kwargs: dict[str, Any]) -> None:
         self.calls.append((method, kwargs))
+        if self.caller is not None:
+            self.caller.sleep(self.latency)
         if self.failing is not None:
             raise self.failing
 
@@ -167,6 +174,19 @@ def test_a_renewal_that_fails_and_then_succeeds_before_the_deadline_keeps_leadin
     leader.clock.sleep(9.9)
     assert leader.leading()
     assert leader.lost_at == []
+
+
+def test_the_deadline_is_timed_from_when_the_renewal_was_sent_not_answered() -> None:
+    """A standby may see the renewal as soon as it was sent (the server wrote it then)."""
+    api = FakeLeaseApi()
+    leader = Replica(api, "a")
+    api.caller, api.latency = leader.clock, 3.0
+    assert leader.elector.try_acquire_or_renew()  # sent at 3 (after the read), answered at 6
+    assert leader.clock.t == 6.0
+    leader.clock.t = 12.9
+    assert leader.leading()
+    leader.clock.t = 13.0
+    assert not leader.leading()
 
 
 def test_the_watchdog_ends_leadership_at_the_deadline_while_a_renewal_hangs() -> None:
@@ -339,3 +359,21 @@ def test_a_release_leaves_a_lease_held_by_another_alone() -> None:
     assert api.holder == "b"
     api.failing = CONNECTION_ERRORS[1]
     assert not holder.elector.release()  # logged, not raised: the process is stopping
+
+
+def test_the_threads_exit_the_process_at_the_deadline_on_the_real_clock() -> None:
+    """keep_renewing's two threads, for real (a 3 s lease, 0.5 s deadline, 0.1 s period)."""
+    api = FakeLeaseApi()
+    lost = threading.Event()
+    elector = LeaseElector(api, NAME, NAMESPACE, "a", LeaseTiming(3.0, 0.5, 0.1), on_lost=lost.set)
+    elector.acquire()
+    started = time.monotonic()
+    api.failing = CONNECTION_ERRORS[1]
+    threads = elector.keep_renewing()
+    assert lost.wait(5.0)
+    took = time.monotonic() - started
+    assert 0.4 <= took < 1.5
+    assert not elector.leading()
+    for thread in threads:
+        thread.join(2.0)
+        assert not thread.is_alive()
