@@ -147,6 +147,8 @@ class OperatorState:
     release: asyncio.TimerHandle | None = None
     #: When each service was last reconciled (time.monotonic): the resync skips the recent.
     reconciled_at: dict[Key, float] = field(default_factory=dict)
+    #: The fence: whether this replica holds the Lease now (adapters/leader.py).
+    leading: Callable[[], bool] = field(default=lambda: True)
 
     def enqueue(self, key: Key, priority: int | None = None) -> None:
         if self.queue is None:
@@ -288,6 +290,9 @@ async def _process(state: OperatorState, key: Key) -> Laps | None:
         return None
     if body.get("metadata", {}).get("deletionTimestamp") or key in state.terminating:
         return None  # going: a namespace being deleted refuses every create (the sweep looks)
+    if not state.leading():  # the Lease lapsed: another replica may act (this one exits)
+        log.warning("%s/%s: not reconciled: this replica's Lease has lapsed", *key)
+        return None
     try:
         result = await asyncio.to_thread(state.reconciler.reconcile, body)
     except Exception as err:  # noqa: BLE001 - one bad object must not stop the worker

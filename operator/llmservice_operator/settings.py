@@ -5,10 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from .adapters.ports_file import PORTS_FILE_NAME
+from .lease_timing import LeaseTiming, derived, timing_problem
 
 __all__ = ["OperatorSettings"]
 
@@ -64,10 +65,48 @@ class OperatorSettings(BaseSettings):
     leader_election: bool = True
     lease_name: str = "llmservice-operator"
     lease_namespace: str = "default"
-    lease_duration_seconds: float = Field(default=15.0, ge=3)
+    lease_duration_seconds: float = Field(
+        default=15.0,
+        ge=3,
+        description="A standby takes the Lease after seeing it unchanged for this long.",
+    )
+    lease_renew_deadline_seconds: float | None = Field(
+        default=None,
+        gt=0,
+        description="The leader acts only this long after its last renewal was sent; shorter "
+        "than the lease duration. Unset: 2/3 of it (client-go's 10 s of 15 s).",
+    )
+    lease_retry_period_seconds: float | None = Field(
+        default=None,
+        gt=0,
+        description="Time between tries to take or renew the Lease (jittered). Unset: 2/15 of "
+        "the lease duration (client-go's 2 s of 15 s).",
+    )
     identity: str = Field(
         default="", description="Leader-election identity prefix (the pod name in the chart)."
     )
+
+    @model_validator(mode="after")
+    def _lease_timing_holds(self) -> OperatorSettings:
+        problem = timing_problem(
+            *derived(
+                self.lease_duration_seconds,
+                self.lease_renew_deadline_seconds,
+                self.lease_retry_period_seconds,
+            )
+        )
+        if problem is not None:
+            raise ValueError(f"LLMSERVICE_LEASE_*: {problem}")
+        return self
+
+    @property
+    def lease_timing(self) -> LeaseTiming:
+        """The leader election's durations (lease_timing.py), checked at start."""
+        return LeaseTiming.for_lease(
+            self.lease_duration_seconds,
+            self.lease_renew_deadline_seconds,
+            self.lease_retry_period_seconds,
+        )
 
     @property
     def ports_file(self) -> Path:

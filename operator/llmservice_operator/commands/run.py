@@ -71,6 +71,7 @@ def _run(args: argparse.Namespace) -> int:
     import kopf
 
     from ..adapters.background import BackgroundIO
+    from ..adapters.fence import FencedKube
     from ..adapters.health import Health
     from ..adapters.kube import KubeAdapter
     from ..adapters.metrics import OperatorMetrics
@@ -98,6 +99,8 @@ def _run(args: argparse.Namespace) -> int:
     kube = KubeAdapter(
         api_client, cache_dir=settings.runtime_dir, namespaces=settings.namespace_list()
     )
+    # The fence: without the Lease, no reconcile starts (handlers.py) and none writes.
+    leading = elector.leading if elector is not None else _always
     background = BackgroundIO()
     wave = Wave()
     state = OperatorState(
@@ -106,7 +109,7 @@ def _run(args: argparse.Namespace) -> int:
         kube=kube,
         background=background,
         reconciler=Reconciler(
-            kube,
+            FencedKube(kube, leading),
             catalog,
             settings.prometheus_url,
             metrics,
@@ -117,6 +120,7 @@ def _run(args: argparse.Namespace) -> int:
         ),
         heartbeat=health.beat,
         wave=wave,
+        leading=leading,
     )
     # Per-service gauges for the chart's dashboard, read from the bodies at scrape time.
     metrics.registry.register(ServiceStatusCollector(lambda: state.bodies.values()))
@@ -142,6 +146,10 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _always() -> bool:
+    return True
+
+
 def _load_test_runtime(settings: OperatorSettings) -> Any:
     """The image and placement of a blue-green preview's load test Job (None: no image known)."""
     from ..render.load_test import LoadTestRuntime
@@ -163,6 +171,8 @@ def _settings() -> OperatorSettings:
     except ValidationError as err:
         problems = "; ".join(
             f"LLMSERVICE_{'_'.join(str(p) for p in e['loc']).upper()}: {e['msg']}"
+            if e["loc"]
+            else e["msg"]  # a check of several (the lease timing): its message names them
             for e in err.errors()
         )
         raise StartupError(f"bad settings: {problems}") from None
@@ -253,13 +263,26 @@ def _elect(
     from ..adapters.leader import LeaseElector
 
     elector = LeaseElector(
-        api_client,
+        _lease_api(api_client),
         settings.lease_name,
         settings.lease_namespace,
         identity,
-        settings.lease_duration_seconds,
+        settings.lease_timing,
     )
     health.set_role("standby")
     elector.acquire(on_try=health.beat)
     elector.keep_renewing()
     return elector
+
+
+def _lease_api(api_client: client.ApiClient) -> Any:
+    """The Lease calls on a client of their own, as client-go's leader election has: its own
+    connections, and no urllib3 retries (the elector tries again every retryPeriod, within its
+    deadline; retried inside one call, a hung API server would take 4 request timeouts)."""
+    import copy
+
+    from kubernetes import client
+
+    configuration = copy.deepcopy(api_client.configuration)
+    configuration.retries = False
+    return client.CoordinationV1Api(client.ApiClient(configuration))
