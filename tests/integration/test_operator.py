@@ -15,6 +15,14 @@ from .watching import writes_within
 EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
 
 
+def _example_param(path: Path) -> Any:
+    """An example as a test parameter: one that runs the real CPU engine is in the serial
+    group (docs/testing.md), the others run side by side."""
+    real_engine = "LLMSERVICE_SIM_ENGINE, value: vllm" in path.read_text()
+    marks = [pytest.mark.serial, pytest.mark.xdist_group("real-engine")] if real_engine else []
+    return pytest.param(path, id=path.stem, marks=marks)
+
+
 def _example(path: Path, namespace: str) -> dict[str, Any]:
     doc: dict[str, Any] = yaml.safe_load(path.read_text())
     doc["metadata"]["namespace"] = namespace
@@ -74,7 +82,7 @@ def _available(kubectl_json: Any, namespace: str, name: str) -> dict[str, Any] |
     return None
 
 
-@pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.stem)
+@pytest.mark.parametrize("example", [_example_param(p) for p in EXAMPLES])
 def test_example_becomes_available(
     example: Path, namespace: str, kubectl: Any, kubectl_json: Any, operators: OperatorFactory
 ) -> None:
