@@ -13,7 +13,7 @@ from ..api import SpecError, parse_llmservice
 from ..render.cache_layout import cache_claim_name, cached_model_path
 from ..service_plan import ServicePlan, plan_service
 from ..sizing import SizingError, load_catalog
-from .errors import CommandError, report
+from .errors import CommandError, read_utf8, report
 
 __all__ = ["add_parser", "plan_documents", "run"]
 
@@ -63,8 +63,15 @@ def _summary(plan: ServicePlan) -> str:
 
 def plan_documents(path: Path, catalog_path: Path | None, prometheus_url: str) -> list[ServicePlan]:
     catalog = load_catalog(catalog_path)
+    text = read_utf8(path)
+    try:
+        docs = list(yaml.safe_load_all(text))
+    except yaml.YAMLError as err:
+        raise CommandError(f"{path} is not YAML: {err}") from None
+    except ValueError as err:  # a value YAML parses but Python refuses (an integer too long)
+        raise CommandError(f"{path}: {err}") from None
     plans = []
-    for number, doc in enumerate(yaml.safe_load_all(path.read_text()), 1):
+    for number, doc in enumerate(docs, 1):
         if doc is None:
             continue
         if not isinstance(doc, dict):
@@ -81,10 +88,6 @@ def run(args: argparse.Namespace) -> int:
         return report("plan", f"{path}: {err}")
     except SizingError as err:  # the only sizing input plan reads itself: the catalog
         return report("plan", f"--gpu-catalog: {err}")
-    except OSError as err:
-        return report("plan", f"cannot read {err.filename or path}: {err.strerror}")
-    except yaml.YAMLError as err:
-        return report("plan", f"{path} is not YAML: {err}")
     except CommandError as err:
         return report("plan", err)
     if not plans:

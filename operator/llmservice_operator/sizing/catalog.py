@@ -149,5 +149,11 @@ def load_catalog(path: Path | None = None) -> GpuCatalog:
         raise SizingError(
             f"cannot read GPU catalog {path}: {err.strerror}", field="gpuCatalog"
         ) from err
+    except UnicodeDecodeError as err:
+        raise SizingError(
+            f"GPU catalog {path} is not UTF-8 text: byte 0x{err.object[err.start]:02x} at "
+            f"offset {err.start}",
+            field="gpuCatalog",
+        ) from err
     entries, replace = _parse(text, str(path))
     return catalog.merged(entries, replace=replace)
