@@ -257,9 +257,28 @@ def decide(
         check_inference_pool(service.spec)
         if plan is None:
             plan = plan_service(service, catalog, prometheus_url)
+        # What the templates cannot carry is found while rendering the objects (render/
+        # template_json.py): InvalidSpec, like any other value the spec cannot have.
+        return _decide_valid(
+            body, service, plan, observed, now, measurement, smoke, scaling, load_test
+        )
     except SpecError as err:
         return _invalid(body, err, now, generation)
 
+
+def _decide_valid(
+    body: dict[str, Any],
+    service: LLMService,
+    plan: ServicePlan,
+    observed: ObservedState,
+    now: datetime,
+    measurement: Mapping[str, QueryResult] | None,
+    smoke: SmokeResult | None,
+    scaling: ScalingOutcome | None,
+    load_test: LoadTestRuntime | None,
+) -> Decision:
+    """decide() for a spec that parsed and planned: the rollout step, objects and status."""
+    generation = body.get("metadata", {}).get("generation")
     current = _current_status(body)
     cache = _model_cache(plan, observed, load_test)
     if cache is not None and not cache[1].ready:

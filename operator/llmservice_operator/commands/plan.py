@@ -11,6 +11,7 @@ import yaml
 
 from ..api import SpecError, parse_llmservice
 from ..render.cache_layout import cache_claim_name, cached_model_path
+from ..render.template_json import LONE_SURROGATE, lone_surrogate
 from ..service_plan import ServicePlan, plan_service
 from ..sizing import SizingError, load_catalog
 from .errors import CommandError, read_utf8, report
@@ -76,6 +77,9 @@ def plan_documents(path: Path, catalog_path: Path | None, prometheus_url: str) -
             continue
         if not isinstance(doc, dict):
             raise CommandError(f"{path}: document {number} is not a mapping (an LLMService)")
+        found = lone_surrogate(doc.get("spec"), "spec")  # a JSON file's "\ud83d" alone
+        if found is not None:
+            raise SpecError(found[0], f"holds {found[1]}, {LONE_SURROGATE}")
         plans.append(plan_service(parse_llmservice(doc), catalog, prometheus_url))
     return plans
 
