@@ -67,7 +67,7 @@ def resolve_architecture(service: LLMService) -> ModelArchitecture:
     """The model's config.json (carried for known models) with the spec's override on top."""
     model = service.spec.model
     config = load_builtin_model(model.id)
-    override = model.architecture or {}
+    override = model.architecture.config() if model.architecture is not None else {}
     if config is None and not override:
         raise SpecError(
             "spec.model.architecture",
