@@ -15,6 +15,7 @@ import yaml
 from llmservice_operator.api import SpecError, parse_llmservice
 from llmservice_operator.api.architecture import MAX_ARCHITECTURE_BYTES, ArchitectureOverride
 from llmservice_operator.api.crd import crd_manifest
+from llmservice_operator.api.k8s_values import PEER_LABELS
 from llmservice_operator.api.spec import MAX_ENV_TOTAL, MAX_EXTRA_ARGS_TOTAL
 from llmservice_operator.sizing.limits import (
     ARCHITECTURE_INTEGERS,
@@ -175,10 +176,10 @@ def test_durations_are_at_most_a_year() -> None:
 
 
 def test_network_policy_peers_are_bounded() -> None:
-    labels = {f"l{i}": "v" for i in range(17)}
+    labels = {f"l{i}": "v" for i in range(PEER_LABELS + 1)}
     err = _refused(_body(serving__networkPolicy={"allowFrom": [{"podSelector": labels}]}))
     assert err.field == "spec.serving.networkPolicy.allowFrom[0].podSelector"
-    assert "at most 16 labels" in err.message
+    assert f"at most {PEER_LABELS} labels" in err.message
     peers = [{"podSelector": {"app": "x"}}] * 17
     err = _refused(_body(serving__networkPolicy={"allowFrom": peers}))
     assert err.field == "spec.serving.networkPolicy.allowFrom"

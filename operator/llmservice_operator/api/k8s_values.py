@@ -53,7 +53,7 @@ LabelValue = Annotated[str, StringConstraints(max_length=63, pattern=LABEL_VALUE
 #: Labels as a selector or nodeSelector takes them.
 LabelMap = Annotated[dict[str, LabelValue], AfterValidator(_label_keys)]
 #: At most PEER_LABELS labels: a NetworkPolicy peer's selector (the spec has up to 16 of them).
-PEER_LABELS = 16
+PEER_LABELS = 8
 PeerSelector = Annotated[
     dict[str, LabelValue], AfterValidator(lambda labels: _label_keys(labels, PEER_LABELS))
 ]

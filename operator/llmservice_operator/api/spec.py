@@ -628,7 +628,7 @@ class CustomCheck(ApiModel):
     """A PromQL query of your own; `{{revision}}` and `{{namespace}}` are substituted."""
 
     name: str = Field(min_length=1, max_length=63, pattern=_K8S_NAME)
-    query: str = Field(min_length=1, max_length=2000)
+    query: str = Field(min_length=1, max_length=1024)
     operator: Literal["<", "<=", ">", ">="] = "<"
     threshold: float = Field(ge=-1e15, le=1e15)
 

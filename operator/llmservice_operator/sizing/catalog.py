@@ -30,7 +30,7 @@ class GpuType(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    name: str = Field(min_length=1)
+    name: str = Field(min_length=1, max_length=64)
     memory_bytes: int = Field(gt=0, description="Total memory gpu_memory_utilization scales.")
     hbm_bandwidth_bytes_per_s: float = Field(gt=0)
     bf16_dense_tflops: float = Field(gt=0)
