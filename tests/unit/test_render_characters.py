@@ -126,7 +126,8 @@ def test_the_renderer_refuses_a_lone_surrogate_as_a_spec_error() -> None:
     naming it, never a YAML error that would be retried for ever."""
     render_input = plan_service(parse_llmservice(_body()), CATALOG).render_input
     spec = render_input.spec
-    engine = spec.engine.model_copy(update={"env": [EnvVar(name="HALF", value="x\ud83dy")]})
+    half = EnvVar.model_construct(name="HALF", value="x\ud83dy")  # what no parse lets through
+    engine = spec.engine.model_copy(update={"env": [half]})
     service = render_input.service.model_copy(
         update={"spec": spec.model_copy(update={"engine": engine})}
     )
