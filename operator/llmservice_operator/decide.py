@@ -21,6 +21,7 @@ from .api.status import (
     RevisionsStatus,
     SizingStatus,
 )
+from .api.text import clip
 from .api.tiers import TIER_SLOS_NOT_JUDGED
 from .autoscale.schedule import scheduled_bounds
 from .conditions import find, set_condition
@@ -134,7 +135,18 @@ def _current_status(body: dict[str, Any]) -> LLMServiceStatus:
     try:
         return LLMServiceStatus.model_validate(known)
     except ValueError:
-        return LLMServiceStatus()
+        pass
+    # The frozen analysis settings are the spec's, and an older operator may have frozen one
+    # past a bound added since: the rollout freezes today's again (rollout/machine.py); the
+    # revisions, the autoscaler's history and the cost are kept.
+    rollout = known.get("rollout")
+    if isinstance(rollout, dict) and "frozen" in rollout:
+        thawed = {k: v for k, v in rollout.items() if k != "frozen"}
+        try:
+            return LLMServiceStatus.model_validate({**known, "rollout": thawed})
+        except ValueError:
+            pass
+    return LLMServiceStatus()
 
 
 _STATUS_KEYS = set(LLMServiceStatus.model_json_schema(by_alias=True)["properties"])
@@ -194,7 +206,7 @@ def _invalid(
     )
     decision = Decision(status=status.model_dump(by_alias=True, mode="json"))
     before = find(current.conditions, "InvalidSpec")
-    if before is None or before.status != "True" or before.message != str(err):
+    if before is None or before.status != "True" or before.message != clip(str(err)):
         decision.events.append(Event("Warning", "InvalidSpec", str(err)))
     return decision
 
@@ -257,9 +269,28 @@ def decide(
         check_inference_pool(service.spec)
         if plan is None:
             plan = plan_service(service, catalog, prometheus_url)
+        # What the templates cannot carry is found while rendering the objects (render/
+        # template_json.py): InvalidSpec, like any other value the spec cannot have.
+        return _decide_valid(
+            body, service, plan, observed, now, measurement, smoke, scaling, load_test
+        )
     except SpecError as err:
         return _invalid(body, err, now, generation)
 
+
+def _decide_valid(
+    body: dict[str, Any],
+    service: LLMService,
+    plan: ServicePlan,
+    observed: ObservedState,
+    now: datetime,
+    measurement: Mapping[str, QueryResult] | None,
+    smoke: SmokeResult | None,
+    scaling: ScalingOutcome | None,
+    load_test: LoadTestRuntime | None,
+) -> Decision:
+    """decide() for a spec that parsed and planned: the rollout step, objects and status."""
+    generation = body.get("metadata", {}).get("generation")
     current = _current_status(body)
     cache = _model_cache(plan, observed, load_test)
     if cache is not None and not cache[1].ready:

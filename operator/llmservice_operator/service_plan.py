@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .api import LLMService, SpecError
+from .api.errors import SpecErrorKind
 from .render.labels import SERVICE
 from .render.model_cache import cache_pvc
 from .render.objects import RenderInput, pod_template, render_service_objects, revision_hash
@@ -66,7 +67,7 @@ def resolve_architecture(service: LLMService) -> ModelArchitecture:
     """The model's config.json (carried for known models) with the spec's override on top."""
     model = service.spec.model
     config = load_builtin_model(model.id)
-    override = model.architecture or {}
+    override = model.architecture.config() if model.architecture is not None else {}
     if config is None and not override:
         raise SpecError(
             "spec.model.architecture",
@@ -77,8 +78,8 @@ def resolve_architecture(service: LLMService) -> ModelArchitecture:
     merged = {**(config or {}), **override}
     try:
         return parse_hf_config(merged)
-    except SizingError as err:
-        raise SpecError("spec.model.architecture", str(err)) from err
+    except SizingError as err:  # err.field: the key, e.g. model.architecture.num_hidden_layers
+        raise SpecError(f"spec.{err.field}", str(err)) from err
 
 
 def size_service(service: LLMService, catalog: GpuCatalog) -> SizingResult:
@@ -100,7 +101,8 @@ def size_service(service: LLMService, catalog: GpuCatalog) -> SizingResult:
         return _choose_gpu(request, catalog, spec.resources.gpu, tuple(spec.resources.allowed_gpus))
     except SizingError as err:
         field = f"spec.{err.field}" if err.field else "spec.resources"
-        raise SpecError(field, str(err), kind="does_not_fit") from err
+        kind: SpecErrorKind = "invalid" if err.field.startswith("model.") else "does_not_fit"
+        raise SpecError(field, str(err), kind=kind) from err
 
 
 @functools.lru_cache(maxsize=SIZINGS_KEPT)

@@ -8,6 +8,7 @@ import argparse
 from pathlib import Path
 
 import pytest
+import yaml
 
 from llmservice_operator.cli import SUBCOMMANDS, _parser, main
 from llmservice_operator.commands.sim import build_parser as sim_parser
@@ -86,6 +87,47 @@ def test_plan_refuses_a_spec_it_cannot_serve(
     spec.write_text(EXAMPLE.read_text().replace("maxModelLen: 16384", "maxModelLen: 0"))
     line = _fails(["plan", "-f", str(spec)], capsys)
     assert f"{spec}: spec.engine.maxModelLen" in line
+
+
+def test_plan_and_size_read_utf8_and_refuse_other_bytes_in_one_line(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    accented = tmp_path / "accented.yaml"
+    env = "\n    env: [{name: GREETING, value: caf\u00e9}]"
+    accented.write_bytes(
+        EXAMPLE.read_text().replace("maxModelLen: 16384", "maxModelLen: 16384" + env).encode()
+    )
+    assert main(["plan", "-f", str(accented)]) == 0
+    [deployment] = [
+        d for d in yaml.safe_load_all(capsys.readouterr().out) if d["kind"] == "Deployment"
+    ]
+    [container] = deployment["spec"]["template"]["spec"]["containers"]
+    assert {"name": "GREETING", "value": "caf\u00e9"} in container["env"]
+    latin1 = tmp_path / "latin1.yaml"
+    latin1.write_bytes(EXAMPLE.read_bytes().replace(b"smallest", b"sm\xe4llest"))
+    line = _fails(["plan", "-f", str(latin1)], capsys)
+    assert line.endswith(
+        f"{latin1} is not UTF-8 text: byte 0xe4 at offset 8 (invalid continuation byte); save it as UTF-8"
+    )
+    config = tmp_path / "config.json"
+    config.write_bytes(b'{"model_type": "llama\xff"}')
+    line = _fails(["size", "--model-config", str(config), "--max-model-len", "8192"], capsys)
+    assert f"{config} is not UTF-8 text: byte 0xff" in line
+    line = _fails(["plan", "-f", str(EXAMPLE), "--gpu-catalog", str(latin1)], capsys)
+    assert f"GPU catalog {latin1} is not UTF-8 text: byte 0xe4" in line
+
+
+def test_plan_and_size_refuse_a_number_python_will_not_parse(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    digits = "1" * 5000
+    spec = tmp_path / "long.yaml"
+    spec.write_text(EXAMPLE.read_text().replace("maxModelLen: 16384", f"maxModelLen: {digits}"))
+    assert "integer string conversion" in _fails(["plan", "-f", str(spec)], capsys)
+    config = tmp_path / "config.json"
+    config.write_text(f'{{"num_hidden_layers": {digits}}}')
+    line = _fails(["size", "--model-config", str(config), "--max-model-len", "8192"], capsys)
+    assert "integer string conversion" in line
 
 
 def test_plan_usage_error(capsys: pytest.CaptureFixture[str]) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from .base import ApiModel
+from .text import Name, Time
 
 __all__ = ["COST_DAYS", "COST_HOURS", "CostBucket", "CostStatus", "ScheduleStatus"]
 
@@ -19,16 +20,16 @@ COST_DAYS = 31
 class ScheduleStatus(ApiModel):
     """The bounds spec.scaling.schedules set now."""
 
-    window: str | None = Field(
+    window: Name | None = Field(
         default=None,
         description="The open window whose minReplicas is the floor; absent: none is open.",
     )
-    open: list[str] = Field(
+    open: list[Name] = Field(
         default_factory=list, max_length=16, description="Every window open now."
     )
     min_replicas: int = Field(description="The floor in force.")
     max_replicas: int = Field(description="The cap in force.")
-    next_change_time: str | None = Field(
+    next_change_time: Time | None = Field(
         default=None, description="When a window opens or closes next (the service is requeued)."
     )
 
@@ -36,7 +37,7 @@ class ScheduleStatus(ApiModel):
 class CostBucket(ApiModel):
     """GPU-hours and their cost in one UTC hour or day."""
 
-    start: str
+    start: Time
     gpu_hours: float = Field(ge=0)
     cost: float = Field(ge=0)
 
@@ -62,13 +63,13 @@ class CostStatus(ApiModel):
     cost_per_hour: float = Field(
         default=0.0, ge=0, description="What those GPUs cost per hour (list prices)."
     )
-    unpriced: list[str] = Field(
+    unpriced: list[Name] = Field(
         default_factory=list,
         max_length=16,
         description="GPU types held without a price in the catalog (counted in GPU-hours, "
         "not in cost).",
     )
-    since: str = Field(description="When accounting began.")
-    accounted_until: str = Field(description="Integrated up to this time.")
+    since: Time = Field(description="When accounting began.")
+    accounted_until: Time = Field(description="Integrated up to this time.")
     hourly: list[CostBucket] = Field(default_factory=list, max_length=COST_HOURS)
     daily: list[CostBucket] = Field(default_factory=list, max_length=COST_DAYS)

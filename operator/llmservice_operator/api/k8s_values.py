@@ -15,7 +15,15 @@ from pydantic import AfterValidator, Field, StringConstraints
 
 from .base import cel
 
-__all__ = ["LABEL_KEY_PATTERN", "LabelMap", "QUANTITY_PATTERN", "Quantity", "label_map_rules"]
+__all__ = [
+    "LABEL_KEY_PATTERN",
+    "PEER_LABELS",
+    "LabelMap",
+    "PeerSelector",
+    "QUANTITY_PATTERN",
+    "Quantity",
+    "label_map_rules",
+]
 
 _NAME = r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
 _DNS_SUBDOMAIN = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
@@ -28,9 +36,9 @@ _MAX_LABELS = 64
 _MAX_KEY = 253 + 1 + 63
 
 
-def _label_keys(labels: dict[str, str]) -> dict[str, str]:
-    if len(labels) > _MAX_LABELS:
-        raise ValueError(f"at most {_MAX_LABELS} labels")
+def _label_keys(labels: dict[str, str], max_labels: int = _MAX_LABELS) -> dict[str, str]:
+    if len(labels) > max_labels:
+        raise ValueError(f"at most {max_labels} labels")
     for key in labels:
         prefix, _, _name = key.rpartition("/")
         if len(key) > _MAX_KEY or len(prefix) > 253 or not re.fullmatch(LABEL_KEY_PATTERN, key):
@@ -44,13 +52,18 @@ def _label_keys(labels: dict[str, str]) -> dict[str, str]:
 LabelValue = Annotated[str, StringConstraints(max_length=63, pattern=LABEL_VALUE_PATTERN)]
 #: Labels as a selector or nodeSelector takes them.
 LabelMap = Annotated[dict[str, LabelValue], AfterValidator(_label_keys)]
+#: At most PEER_LABELS labels: a NetworkPolicy peer's selector (the spec has up to 16 of them).
+PEER_LABELS = 8
+PeerSelector = Annotated[
+    dict[str, LabelValue], AfterValidator(lambda labels: _label_keys(labels, PEER_LABELS))
+]
 Quantity = Annotated[str, StringConstraints(pattern=QUANTITY_PATTERN, max_length=64)]
 
 
-def label_map_rules(path: str) -> dict[str, Any]:
+def label_map_rules(path: str, max_labels: int = _MAX_LABELS) -> dict[str, Any]:
     """The CRD side of LabelMap: a size bound and a CEL rule on its keys."""
     return {
-        "maxProperties": _MAX_LABELS,
+        "maxProperties": max_labels,
         "x-kubernetes-validations": [
             cel(
                 f"self.all(k, size(k) <= {_MAX_KEY} && k.matches(r'{LABEL_KEY_PATTERN}'))",
@@ -62,9 +75,15 @@ def label_map_rules(path: str) -> dict[str, Any]:
     }
 
 
-def label_map_field(path: str, *, optional: bool = False, description: str | None = None) -> Any:
-    """A Field for a LabelMap, carrying its CRD rules."""
-    extra = label_map_rules(path)
+def label_map_field(
+    path: str,
+    *,
+    optional: bool = False,
+    description: str | None = None,
+    max_labels: int = _MAX_LABELS,
+) -> Any:
+    """A Field for a LabelMap (or a PeerSelector: max_labels PEER_LABELS), with its CRD rules."""
+    extra = label_map_rules(path, max_labels)
     if optional:
         return Field(default=None, description=description, json_schema_extra=extra)
     return Field(default_factory=dict, description=description, json_schema_extra=extra)

@@ -7,15 +7,24 @@ Each rule that the API server can judge alone lives twice: as a CEL rule in
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Literal
 
-from pydantic import ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, StringConstraints, model_validator
 
-from .base import DURATION_PATTERN, ApiModel, cel
+from .architecture import ArchitectureOverride
+from .base import DURATION_RULES, ApiModel, Duration, cel
 from .inference_pool import InferencePoolSpec
-from .k8s_values import LABEL_KEY_PATTERN, LABEL_VALUE_PATTERN, LabelMap, Quantity, label_map_field
+from .k8s_values import (
+    LABEL_KEY_PATTERN,
+    LABEL_VALUE_PATTERN,
+    PEER_LABELS,
+    LabelMap,
+    PeerSelector,
+    Quantity,
+    label_map_field,
+)
 from .schedule import MAX_SCHEDULES, ScheduleWindow, check_schedules, schedule_rules
-from .tiers import MAX_TIERS, ServiceTier, check_tiers, tiers_rules
+from .tiers import MAX_LATENCY_MS, MAX_TIERS, ServiceTier, check_tiers, tiers_rules
 
 __all__ = [
     "AnalysisSettings",
@@ -61,7 +70,9 @@ class SecretKeyRef(ApiModel):
     """A key in a Secret in the LLMService's namespace."""
 
     name: str = Field(min_length=1, max_length=253, pattern=_K8S_NAME, description="Secret name.")
-    key: str = Field(default="token", min_length=1, description="Key inside the Secret.")
+    key: str = Field(
+        default="token", min_length=1, max_length=253, description="Key inside the Secret."
+    )
 
 
 class ModelSource(ApiModel):
@@ -83,9 +94,15 @@ class ModelSource(ApiModel):
     )
 
     type: Literal["hf", "pvc", "uri"] = Field(default="hf", description="hf, pvc or uri.")
-    claim_name: str | None = Field(default=None, description="PVC with the weights (type pvc).")
-    path: str | None = Field(default=None, description="Directory inside the PVC (type pvc).")
-    uri: str | None = Field(default=None, description="s3:// or gs:// URI (type uri).")
+    claim_name: str | None = Field(
+        default=None, max_length=253, description="PVC with the weights (type pvc)."
+    )
+    path: str | None = Field(
+        default=None, max_length=1024, description="Directory inside the PVC (type pvc)."
+    )
+    uri: str | None = Field(
+        default=None, max_length=2048, description="s3:// or gs:// URI (type uri)."
+    )
 
     @model_validator(mode="after")
     def _source_fields(self) -> ModelSource:
@@ -178,12 +195,19 @@ class ModelSpec(ApiModel):
         }
     )
 
-    id: str = Field(min_length=1, description="HuggingFace model id, e.g. meta-llama/Llama-3.1-8B.")
+    id: str = Field(
+        min_length=1,
+        max_length=512,
+        description="HuggingFace model id, e.g. meta-llama/Llama-3.1-8B.",
+    )
     revision: str | None = Field(
-        default=None, description="Pinned commit of the model repo; a new revision is a rollout."
+        default=None,
+        max_length=256,
+        description="Pinned commit of the model repo; a new revision is a rollout.",
     )
     served_name: str | None = Field(
         default=None,
+        max_length=256,
         description="Name clients send as `model`; defaults to the LLMService's name.",
     )
     source: ModelSource = Field(default_factory=ModelSource)
@@ -191,13 +215,13 @@ class ModelSpec(ApiModel):
         default=None,
         description="Download the weights once per revision into a PVC the pods mount read-only.",
     )
-    architecture: dict[str, Any] | None = Field(
+    architecture: ArchitectureOverride | None = Field(
         default=None,
         description=(
             "HF config.json keys that override (or replace, for models the operator does not "
-            "know) the model's architecture used for sizing."
+            "know) the model's architecture used for sizing; the numbers sizing reads are "
+            "bounded at about ten times the largest public model."
         ),
-        json_schema_extra={"x-kubernetes-preserve-unknown-fields": True},
     )
     dtype: Dtype = Field(default="auto", description="Weight dtype: auto follows config.json.")
     quantization: Quantization = Field(default="none", description="none, fp8, int8, awq, gptq.")
@@ -211,9 +235,22 @@ class ModelSpec(ApiModel):
         return self
 
 
+#: engine.env and engine.extraArgs: characters of one value, and of all of them together. The
+#: engine's flags and environment are config, not data: a whole chat template fits in an
+#: argument, and a Secret or ConfigMap is the place for anything larger.
+MAX_ENV_VALUE = 16_384
+MAX_ENV_TOTAL = 32_768
+MAX_EXTRA_ARG = 8192
+MAX_EXTRA_ARGS_TOTAL = 16_384
+_ENV_TOO_LARGE = f"engine.env: the values must be at most {MAX_ENV_TOTAL:,} characters together"
+_ARGS_TOO_LARGE = (
+    f"engine.extraArgs: the flags must be at most {MAX_EXTRA_ARGS_TOTAL:,} characters together"
+)
+
+
 class EnvVar(ApiModel):
-    name: str = Field(min_length=1, pattern=r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
-    value: str = ""
+    name: str = Field(min_length=1, max_length=256, pattern=r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
+    value: str = Field(default="", max_length=MAX_ENV_VALUE)
 
 
 class EngineSpec(ApiModel):
@@ -226,16 +263,31 @@ class EngineSpec(ApiModel):
                     "!has(self.maxNumBatchedTokens) || !has(self.maxNumSeqs) || "
                     "self.maxNumBatchedTokens >= self.maxNumSeqs",
                     "engine.maxNumBatchedTokens must be at least engine.maxNumSeqs",
-                )
+                ),
+                cel(
+                    "!has(self.env) || self.env.map(e, has(e.value) ? size(e.value) : 0).sum() "
+                    f"<= {MAX_ENV_TOTAL}",
+                    _ENV_TOO_LARGE,
+                ),
+                cel(
+                    "!has(self.extraArgs) || self.extraArgs.map(a, size(a)).sum() "
+                    f"<= {MAX_EXTRA_ARGS_TOTAL}",
+                    _ARGS_TOO_LARGE,
+                ),
             ]
         }
     )
 
     vllm_version: str = Field(
-        default="0.33.0", pattern=r"^[0-9]+\.[0-9]+\.[0-9]+$", description="Pinned vLLM version."
+        default="0.33.0",
+        max_length=32,
+        pattern=r"^[0-9]+\.[0-9]+\.[0-9]+$",
+        description="Pinned vLLM version.",
     )
     image: str | None = Field(
-        default=None, description="Serving image; defaults to vllm/vllm-openai:v<vllmVersion>."
+        default=None,
+        max_length=512,
+        description="Serving image; defaults to vllm/vllm-openai:v<vllmVersion>.",
     )
     max_model_len: int = Field(ge=128, le=10_485_760, description="Longest prompt+output, tokens.")
     max_num_seqs: int | None = Field(
@@ -256,18 +308,30 @@ class EngineSpec(ApiModel):
         ),
     )
     gpu_memory_utilization: float = Field(default=0.92, gt=0.1, le=0.99)
-    extra_args: list[str] = Field(
-        default_factory=list, max_length=64, description="Extra vLLM flags, passed verbatim."
+    extra_args: list[Annotated[str, StringConstraints(max_length=MAX_EXTRA_ARG)]] = Field(
+        default_factory=list,
+        max_length=64,
+        description=f"Extra vLLM flags, passed verbatim; at most {MAX_EXTRA_ARGS_TOTAL:,} "
+        "characters together.",
     )
     env: list[EnvVar] = Field(
         default_factory=list,
         max_length=64,
-        description="Environment of the engine container; each name at most once.",
+        description=f"Environment of the engine container; each name at most once, the values "
+        f"at most {MAX_ENV_TOTAL:,} characters together.",
         json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
     )
     hf_token_secret_ref: SecretKeyRef | None = Field(
         default=None, description="Secret with the HuggingFace token (never put it in env)."
     )
+
+    @model_validator(mode="after")
+    def _sizes(self) -> EngineSpec:
+        if sum(len(var.value) for var in self.env) > MAX_ENV_TOTAL:
+            raise ValueError(_ENV_TOO_LARGE)
+        if sum(len(arg) for arg in self.extra_args) > MAX_EXTRA_ARGS_TOTAL:
+            raise ValueError(_ARGS_TOO_LARGE)
+        return self
 
     @model_validator(mode="after")
     def _env_names_once(self) -> EngineSpec:
@@ -339,8 +403,10 @@ class ResourcesSpec(ApiModel):
         },
     )
 
-    gpu: str = Field(default="auto", min_length=1, description="'auto' or a GPU catalog name.")
-    allowed_gpus: list[str] = Field(
+    gpu: str = Field(
+        default="auto", min_length=1, max_length=64, description="'auto' or a GPU catalog name."
+    )
+    allowed_gpus: list[Annotated[str, StringConstraints(min_length=1, max_length=64)]] = Field(
         default_factory=list,
         alias="allowedGPUs",
         max_length=32,
@@ -376,8 +442,12 @@ class ResourcesSpec(ApiModel):
 class SLOSpec(ApiModel):
     """Latency and error objectives; rollouts are judged on them."""
 
-    ttft_p99_ms: float | None = Field(default=None, gt=0, description="Time to first token, p99.")
-    tpot_p99_ms: float | None = Field(default=None, gt=0, description="Time per output token, p99.")
+    ttft_p99_ms: float | None = Field(
+        default=None, gt=0, le=MAX_LATENCY_MS, description="Time to first token, p99."
+    )
+    tpot_p99_ms: float | None = Field(
+        default=None, gt=0, le=MAX_LATENCY_MS, description="Time per output token, p99."
+    )
     max_error_rate: float | None = Field(default=None, ge=0, le=1, description="Fraction, 0..1.")
 
 
@@ -431,7 +501,10 @@ class ScalingSpec(ApiModel):
     min_replicas: int = Field(default=1, ge=0, le=1000)
     max_replicas: int = Field(default=1, ge=1, le=1000)
     target_queue_depth: float | None = Field(
-        default=None, gt=0, description="Waiting requests per ready replica; derived if unset."
+        default=None,
+        gt=0,
+        le=100_000,
+        description="Waiting requests per ready replica; derived if unset.",
     )
     kv_cache_usage_ceiling: float = Field(default=0.9, gt=0, le=1)
     target_utilization: float | None = Field(
@@ -500,9 +573,9 @@ class ScalingSpec(ApiModel):
 
 
 class PauseStep(ApiModel):
-    duration: str | None = Field(
+    duration: Duration | None = Field(
         default=None,
-        pattern=DURATION_PATTERN,
+        json_schema_extra=DURATION_RULES,
         description="How long to pause; without it, until a person resumes the rollout.",
     )
 
@@ -511,7 +584,10 @@ class AnalysisStepSettings(ApiModel):
     """An analysis step; empty means the service's rollout.analysis settings."""
 
     count: int | None = Field(default=None, ge=1, le=100)
-    interval: str | None = Field(default=None, pattern=DURATION_PATTERN)
+    interval: Duration | None = Field(
+        default=None,
+        json_schema_extra=DURATION_RULES,
+    )
 
 
 class RolloutStep(ApiModel):
@@ -544,17 +620,17 @@ class RolloutStep(ApiModel):
 class CompareToStable(ApiModel):
     """Candidate versus stable over the same window."""
 
-    ttft_p99_max_increase_percent: float | None = Field(default=None, ge=0)
-    tpot_p99_max_increase_percent: float | None = Field(default=None, ge=0)
+    ttft_p99_max_increase_percent: float | None = Field(default=None, ge=0, le=100_000)
+    tpot_p99_max_increase_percent: float | None = Field(default=None, ge=0, le=100_000)
 
 
 class CustomCheck(ApiModel):
     """A PromQL query of your own; `{{revision}}` and `{{namespace}}` are substituted."""
 
     name: str = Field(min_length=1, max_length=63, pattern=_K8S_NAME)
-    query: str = Field(min_length=1)
+    query: str = Field(min_length=1, max_length=1024)
     operator: Literal["<", "<=", ">", ">="] = "<"
-    threshold: float
+    threshold: float = Field(ge=-1e15, le=1e15)
 
 
 #: The built-in checks' names (rollout/analysis.py), for ``analysis.dryRun``. Each has an
@@ -595,33 +671,40 @@ class AnalysisSettings(ApiModel):
         }
     )
 
-    interval: str = Field(default="1m", pattern=DURATION_PATTERN)
-    count: int = Field(default=3, ge=1, le=100)
-    window: str | None = Field(
-        default=None, pattern=DURATION_PATTERN, description="PromQL range; defaults to interval."
+    interval: Duration = Field(
+        default="1m",
+        json_schema_extra=DURATION_RULES,
     )
-    initial_delay: str | None = Field(
+    count: int = Field(default=3, ge=1, le=100)
+    window: Duration | None = Field(
         default=None,
-        pattern=DURATION_PATTERN,
+        json_schema_extra=DURATION_RULES,
+        description="PromQL range; defaults to interval.",
+    )
+    initial_delay: Duration | None = Field(
+        default=None,
+        json_schema_extra=DURATION_RULES,
         description=(
             "Time from the start of an analysis to its first measurement (Argo's initialDelay); "
             "unset: one interval."
         ),
     )
-    error_retry_interval: str = Field(
+    error_retry_interval: Duration = Field(
         default="10s",
-        pattern=DURATION_PATTERN,
+        json_schema_extra=DURATION_RULES,
         description="After a measurement that errored (a query failed), the next is taken this "
         "much later instead of a whole interval (Argo retries errors after 10s).",
     )
-    min_samples: int = Field(default=50, ge=0, description="Requests per window below is NoData.")
-    failure_limit: int = Field(default=0, ge=0)
-    inconclusive_limit: int = Field(default=0, ge=0)
-    consecutive_error_limit: int = Field(default=4, ge=0)
+    min_samples: int = Field(
+        default=50, ge=0, le=1_000_000_000, description="Requests per window below is NoData."
+    )
+    failure_limit: int = Field(default=0, ge=0, le=1000)
+    inconclusive_limit: int = Field(default=0, ge=0, le=1000)
+    consecutive_error_limit: int = Field(default=4, ge=0, le=1000)
     on_no_data: Literal["inconclusive", "fail", "pass"] = "inconclusive"
     compare_to_stable: CompareToStable | None = None
     custom_checks: list[CustomCheck] = Field(default_factory=list, max_length=16)
-    dry_run: list[str] = Field(
+    dry_run: list[Annotated[str, StringConstraints(max_length=63)]] = Field(
         default_factory=list,
         max_length=24,
         description=(
@@ -677,9 +760,9 @@ class RollbackWindow(ApiModel):
         le=9,
         description="A revision among the last N that served as stable before the current one.",
     )
-    duration: str | None = Field(
+    duration: Duration | None = Field(
         default=None,
-        pattern=DURATION_PATTERN,
+        json_schema_extra=DURATION_RULES,
         description="A revision that served as stable until at most this long ago.",
     )
 
@@ -734,9 +817,9 @@ class SmokeTestSettings(ApiModel):
 class GatewayParentRef(ApiModel):
     """A Gateway API parent: traffic is then split with HTTPRoute backend weights."""
 
-    name: str = Field(min_length=1)
-    namespace: str | None = None
-    section_name: str | None = None
+    name: str = Field(min_length=1, max_length=253)
+    namespace: str | None = Field(default=None, max_length=63)
+    section_name: str | None = Field(default=None, max_length=253)
 
 
 _STARTING_STEP = (
@@ -814,11 +897,11 @@ class RolloutSpec(ApiModel):
 class NetworkPeer(ApiModel):
     """Clients allowed to reach the serving port (label selectors, as in a NetworkPolicy)."""
 
-    namespace_selector: LabelMap | None = label_map_field(
-        "networkPolicy.allowFrom[].namespaceSelector", optional=True
+    namespace_selector: PeerSelector | None = label_map_field(
+        "networkPolicy.allowFrom[].namespaceSelector", optional=True, max_labels=PEER_LABELS
     )
-    pod_selector: LabelMap | None = label_map_field(
-        "networkPolicy.allowFrom[].podSelector", optional=True
+    pod_selector: PeerSelector | None = label_map_field(
+        "networkPolicy.allowFrom[].podSelector", optional=True, max_labels=PEER_LABELS
     )
 
 
@@ -826,7 +909,7 @@ class NetworkPolicySpec(ApiModel):
     enabled: bool = True
     allow_from: list[NetworkPeer] = Field(
         default_factory=list,
-        max_length=32,
+        max_length=16,
         description="Empty: only pods in the same namespace (and Prometheus) may connect.",
     )
     prometheus_namespace_selector: LabelMap | None = label_map_field(

@@ -16,6 +16,7 @@ from pydantic import Field
 from .base import ApiModel, cel
 
 __all__ = [
+    "MAX_LATENCY_MS",
     "MAX_TIERS",
     "ServiceTier",
     "TierSLO",
@@ -29,6 +30,8 @@ MAX_TIERS = 16
 #: vLLM accepts any int64; the InferenceObjective carries its negation (see render/tiers.py),
 #: so the range stays far inside both.
 MAX_ABS_PRIORITY = 1_000_000
+#: A latency objective (TTFT, TPOT) in ms: at most an hour.
+MAX_LATENCY_MS = 3_600_000
 
 TIERS_NEED_PRIORITY_POLICY = (
     "serving.tiers need engine.schedulingPolicy: priority (with fcfs vLLM ignores a "
@@ -41,8 +44,12 @@ class TierSLO(ApiModel):
     """What the tier's own requests should see (judged client-side: vLLM's histograms have
     no priority label)."""
 
-    ttft_p99_ms: float | None = Field(default=None, gt=0, description="Time to first token, p99.")
-    tpot_p99_ms: float | None = Field(default=None, gt=0, description="Time per output token, p99.")
+    ttft_p99_ms: float | None = Field(
+        default=None, gt=0, le=MAX_LATENCY_MS, description="Time to first token, p99."
+    )
+    tpot_p99_ms: float | None = Field(
+        default=None, gt=0, le=MAX_LATENCY_MS, description="Time per output token, p99."
+    )
 
 
 class ServiceTier(ApiModel):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import NoReturn
 
 __all__ = [
@@ -18,6 +19,7 @@ __all__ = [
     "CommandError",
     "OneLineParser",
     "one_line",
+    "read_utf8",
     "report",
 ]
 
@@ -48,3 +50,17 @@ class OneLineParser(argparse.ArgumentParser):
         self.exit(
             EXIT_BAD_INPUT, f"{self.prog}: error: {one_line(message)} (see {self.prog} --help)\n"
         )
+
+
+def read_utf8(path: Path) -> str:
+    """The text of ``path``, read as UTF-8 (whatever the locale), or CommandError saying why
+    not in one line: a file that cannot be read, or bytes that are not UTF-8."""
+    try:
+        return path.read_text("utf-8")
+    except OSError as err:
+        raise CommandError(f"cannot read {err.filename or path}: {err.strerror}") from None
+    except UnicodeDecodeError as err:
+        raise CommandError(
+            f"{path} is not UTF-8 text: byte 0x{err.object[err.start]:02x} at offset "
+            f"{err.start} ({err.reason}); save it as UTF-8"
+        ) from None

@@ -11,9 +11,10 @@ import yaml
 
 from ..api import SpecError, parse_llmservice
 from ..render.cache_layout import cache_claim_name, cached_model_path
+from ..render.template_json import LONE_SURROGATE, lone_surrogate
 from ..service_plan import ServicePlan, plan_service
 from ..sizing import SizingError, load_catalog
-from .errors import CommandError, report
+from .errors import CommandError, read_utf8, report
 
 __all__ = ["add_parser", "plan_documents", "run"]
 
@@ -63,12 +64,22 @@ def _summary(plan: ServicePlan) -> str:
 
 def plan_documents(path: Path, catalog_path: Path | None, prometheus_url: str) -> list[ServicePlan]:
     catalog = load_catalog(catalog_path)
+    text = read_utf8(path)
+    try:
+        docs = list(yaml.safe_load_all(text))
+    except yaml.YAMLError as err:
+        raise CommandError(f"{path} is not YAML: {err}") from None
+    except ValueError as err:  # a value YAML parses but Python refuses (an integer too long)
+        raise CommandError(f"{path}: {err}") from None
     plans = []
-    for number, doc in enumerate(yaml.safe_load_all(path.read_text()), 1):
+    for number, doc in enumerate(docs, 1):
         if doc is None:
             continue
         if not isinstance(doc, dict):
             raise CommandError(f"{path}: document {number} is not a mapping (an LLMService)")
+        found = lone_surrogate(doc.get("spec"), "spec")  # a JSON file's "\ud83d" alone
+        if found is not None:
+            raise SpecError(found[0], f"holds {found[1]}, {LONE_SURROGATE}")
         plans.append(plan_service(parse_llmservice(doc), catalog, prometheus_url))
     return plans
 
@@ -81,10 +92,6 @@ def run(args: argparse.Namespace) -> int:
         return report("plan", f"{path}: {err}")
     except SizingError as err:  # the only sizing input plan reads itself: the catalog
         return report("plan", f"--gpu-catalog: {err}")
-    except OSError as err:
-        return report("plan", f"cannot read {err.filename or path}: {err.strerror}")
-    except yaml.YAMLError as err:
-        return report("plan", f"{path} is not YAML: {err}")
     except CommandError as err:
         return report("plan", err)
     if not plans:

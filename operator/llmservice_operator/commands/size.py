@@ -36,7 +36,7 @@ from llmservice_operator.sizing import (
     parse_hf_config,
 )
 
-from .errors import EXIT_DOES_NOT_FIT, OneLineParser, report
+from .errors import EXIT_DOES_NOT_FIT, CommandError, OneLineParser, read_utf8, report
 
 __all__ = ["add_parser", "run"]
 
@@ -162,11 +162,13 @@ def _config(args: argparse.Namespace) -> dict[str, Any] | None:
         if path.is_dir():
             path = path / "config.json"
         try:
-            data = json.loads(path.read_text("utf-8"))
-        except OSError as err:
-            raise _InputError(f"cannot read {path}: {err.strerror}") from None
+            data = json.loads(read_utf8(path))
+        except CommandError as err:
+            raise _InputError(str(err)) from None
         except json.JSONDecodeError as err:
             raise _InputError(f"{path} is not JSON: {err.msg} (line {err.lineno})") from None
+        except ValueError as err:  # JSON that Python refuses: an integer of 5,000 digits
+            raise _InputError(f"{path}: {err}") from None
         if not isinstance(data, dict):
             raise _InputError(f"{path} must hold a JSON object")
         return data
@@ -190,6 +192,8 @@ def _override(args: argparse.Namespace) -> dict[str, Any] | None:
         data = json.loads(args.architecture)
     except json.JSONDecodeError as err:
         raise _InputError(f"--architecture is not JSON: {err.msg}") from None
+    except ValueError as err:
+        raise _InputError(f"--architecture: {err}") from None
     if not isinstance(data, dict):
         raise _InputError("--architecture must be a JSON object")
     return data

@@ -411,12 +411,17 @@ def render_history(obj: Mapping[str, Any]) -> str:
     previous: Mapping[str, Any] | None = None
     for entry in log:
         spec = entry.get("spec") or {}
-        changes = spec_changes(previous, spec) if previous is not None else []
+        omitted = entry.get("specOmittedBytes")
+        changes = spec_changes(previous, spec) if previous and spec else []
         change = "; ".join(changes[:4]) + (
             f"; ... ({len(changes)} in all)" if len(changes) > 4 else ""
         )
-        if previous is None:
+        if omitted is not None:
+            change = f"(its spec, {omitted:,} bytes, was not kept: over the status' budget)"
+        elif previous is None:
             change = "(the oldest kept)"
+        elif not previous:
+            change = "(the spec before it was not kept)"
         elif not changes:
             change = "(same spec)"
         since, until = entry.get("stableSince"), entry.get("stableUntil")
@@ -478,6 +483,12 @@ def undo_patch(
             raise ValueError(f"revision {to_revision} is not in the history (kept: {known})")
         target = found[0]
     wanted = target.get("spec") or {}
+    omitted = target.get("specOmittedBytes")
+    if not wanted and omitted is not None:
+        raise ValueError(
+            f"revision {target.get('number')}'s spec ({omitted:,} bytes) was not kept: the "
+            "specs in status share a fixed budget and newer ones took it; restore it from Git"
+        )
     if not wanted:
         raise ValueError(f"revision {target.get('number')}'s spec was not recorded")
     spec = obj.get("spec") or {}

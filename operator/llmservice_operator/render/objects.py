@@ -37,6 +37,7 @@ from .multinode import (
 )
 from .pool_names import inference_pool_name, pool_backend_ref
 from .shape import ServingShape
+from .template_json import LONE_SURROGATE, template_dumps, unrenderable
 from .timeouts import gateway_duration, route_timeout_seconds
 
 __all__ = [
@@ -92,13 +93,16 @@ class RenderInput:
 def _environment() -> jinja2.Environment:
     # One environment, its templates compiled once: the package's files do not change while
     # the operator runs (auto_reload would stat every file on every render).
-    return jinja2.Environment(
+    environment = jinja2.Environment(
         loader=jinja2.PackageLoader("llmservice_operator.render", "templates"),
         undefined=jinja2.StrictUndefined,
         autoescape=False,
         keep_trailing_newline=True,
         auto_reload=False,
     )
+    # tojson: JSON the YAML loader reads back whatever the characters (template_json.py)
+    environment.policies["json.dumps_function"] = template_dumps
+    return environment
 
 
 #: libyaml's loader where PyYAML has it (its wheels do): the pure-Python one was most of a
@@ -108,7 +112,13 @@ _YAML_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 def _render(template: str, **context: Any) -> dict[str, Any]:
     text = _environment().get_template(template).render(**context)
-    loaded = _PARSED.load(text)
+    try:
+        loaded = _PARSED.load(text)
+    except (yaml.YAMLError, UnicodeError) as err:
+        # A value no Kubernetes object can carry (a lone surrogate): permanent, InvalidSpec.
+        problem = unrenderable(context)
+        why = f"{problem}, {LONE_SURROGATE}" if problem else " ".join(str(err).split())
+        raise SpecError("spec", f"a value cannot be rendered into {template}: {why}") from err
     if not isinstance(loaded, dict):
         raise TypeError(f"template {template} did not render a mapping")
     return loaded

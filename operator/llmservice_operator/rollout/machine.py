@@ -86,6 +86,7 @@ from ..api.status import (
     RevisionRecord,
     RevisionsStatus,
     RolloutStatus,
+    keep_specs,
 )
 from ..api.timestamps import from_rfc3339, to_rfc3339, utc
 from ..events import Event, EventType
@@ -724,7 +725,8 @@ class _Machine:
         while len(log) > _HISTORY_LIMIT:
             drop = next((e for e in log if e.revision not in keep), log[0])
             log.remove(drop)
-        self.revisions = self.revisions.model_copy(update={"log": log})
+        # the specs share a fixed budget: the status stays small whatever the spec (issue 38)
+        self.revisions = self.revisions.model_copy(update={"log": keep_specs(log)})
 
     def mark(self, revision: str, **update: object) -> None:
         log = [

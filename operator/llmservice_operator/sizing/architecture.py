@@ -14,6 +14,7 @@ speculative decoding asks for it) and buffers that are not parameters (rotary ta
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -21,6 +22,15 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from .errors import SizingError
+from .limits import (
+    ARCHITECTURE_INTEGERS,
+    MAX_LAYERS,
+    MAX_POSITIONS,
+    MAX_ROPE_FACTOR,
+    VISION_INTEGERS,
+    bounded_int,
+    shown_number,
+)
 
 __all__ = [
     "SUPPORTED_FAMILIES",
@@ -165,7 +175,7 @@ class ModelArchitecture(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     family: str = Field(description="Normalised model_type, one of SUPPORTED_FAMILIES.")
-    num_layers: int = Field(gt=0)
+    num_layers: int = Field(gt=0, le=MAX_LAYERS)
     hidden_size: int = Field(gt=0)
     num_attention_heads: int = Field(gt=0)
     num_kv_heads: int = Field(gt=0, description="KV heads (GQA); MLA: as config, unused for KV.")
@@ -256,6 +266,10 @@ class ModelArchitecture(BaseModel):
         """The parameters of decoder layer ``index`` (0-based)."""
         if not 0 <= index < self.num_layers:
             raise IndexError(f"layer {index} out of range 0..{self.num_layers - 1}")
+        return self._layer(index in self.moe_layers and self.num_experts > 0)
+
+    def _layer(self, moe: bool) -> LayerParameters:
+        """A MoE layer's parameters, or a dense one's: the only two kinds of layer."""
         h = self.hidden_size
         norm_width = 2 if self.norm_bias else 1
         norms = self.norms_per_layer * h * norm_width
@@ -292,7 +306,7 @@ class ModelArchitecture(BaseModel):
                 norms += 2 * self.head_dim
         mlp = expert = active = router = 0
         matrices = 3 if self.gated_mlp else 2
-        if index in self.moe_layers and self.num_experts > 0:
+        if moe:
             one_expert = 3 * h * self.moe_intermediate_size
             expert = self.num_experts * one_expert
             active = self.num_experts_per_tok * one_expert
@@ -318,7 +332,11 @@ class ModelArchitecture(BaseModel):
         )
 
     def layers(self) -> list[LayerParameters]:
-        return [self.layer_parameters(i) for i in range(self.num_layers)]
+        """Every layer's parameters, in order (each kind computed once)."""
+        moe_layers = frozenset(self.moe_layers) if self.num_experts > 0 else frozenset()
+        dense = self._layer(False)
+        moe = self._layer(True) if moe_layers else dense
+        return [moe if i in moe_layers else dense for i in range(self.num_layers)]
 
     def parameter_count(self) -> int:
         """All parameters stored in the checkpoint (every expert; tied embeddings once)."""
@@ -376,9 +394,17 @@ def _missing_error(family: str, missing: list[str]) -> SizingError:
 class _Reader:
     """Typed access to the merged config, collecting every missing key before failing."""
 
-    def __init__(self, family: str, values: Mapping[str, Any]) -> None:
+    def __init__(
+        self,
+        family: str,
+        values: Mapping[str, Any],
+        limits: Mapping[str, tuple[int, int]] = ARCHITECTURE_INTEGERS,
+        prefix: str = "",
+    ) -> None:
         self.family = family
         self.values = values
+        self.limits = limits
+        self.prefix = prefix  # "vision_config." for the vision tower's keys
         self.missing: list[str] = []
 
     def has(self, key: str) -> bool:
@@ -392,19 +418,8 @@ class _Reader:
             if key not in self.missing:
                 self.missing.append(key)
             return minimum
-        if isinstance(value, bool) or not isinstance(value, int | float) or value != int(value):
-            raise SizingError(
-                f"config key {key} must be an integer, got {value!r}; fix it in "
-                "spec.model.architecture",
-                field=_FIELD,
-            )
-        if int(value) < minimum:
-            raise SizingError(
-                f"config key {key} must be at least {minimum}, got {value!r}; fix it in "
-                "spec.model.architecture",
-                field=_FIELD,
-            )
-        return int(value)
+        maximum = self.limits.get(key, (0, MAX_POSITIONS))[1]
+        return bounded_int(value, f"{self.prefix}{key}", minimum, maximum)
 
     def bool_(self, key: str, default: bool) -> bool:
         value = self.values.get(key)
@@ -412,7 +427,7 @@ class _Reader:
             return default
         if not isinstance(value, bool):
             raise SizingError(
-                f"config key {key} must be true or false, got {value!r}", field=_FIELD
+                f"config key {key} must be true or false, got {value!r:.80}", field=_FIELD
             )
         return value
 
@@ -467,12 +482,19 @@ def _rope(values: Mapping[str, Any]) -> tuple[str | None, float | None, int | No
     if not isinstance(kind, str) or kind == "default":
         return None, None, None
     factor = rope.get("factor")
+    if isinstance(factor, bool) or not isinstance(factor, int | float | None):
+        factor = math.nan
+    if factor is not None and not 0 < factor <= MAX_ROPE_FACTOR:
+        raise SizingError(
+            f"config key rope_scaling.factor must be a number above 0 and at most "
+            f"{MAX_ROPE_FACTOR:g}, got {shown_number(factor)}; fix it in spec.model.architecture",
+            field=f"{_FIELD}.rope_scaling",
+        )
     original = rope.get("original_max_position_embeddings")
-    return (
-        kind,
-        float(factor) if isinstance(factor, int | float) else None,
-        int(original) if isinstance(original, int | float) else None,
-    )
+    if original is not None:
+        key = "rope_scaling.original_max_position_embeddings"
+        original = bounded_int(original, key, 1, MAX_POSITIONS)
+    return kind, None if factor is None else float(factor), original
 
 
 def _dtype(values: Mapping[str, Any]) -> str | None:
@@ -488,7 +510,10 @@ def _quantization(values: Mapping[str, Any]) -> tuple[str | None, int | None]:
         return None, None
     method = quant.get("quant_method")
     block = quant.get("weight_block_size")
-    block_size = int(block[0]) if isinstance(block, list) and block else None
+    block_size = None
+    if isinstance(block, list) and block:
+        key = "quantization_config.weight_block_size"
+        block_size = bounded_int(block[0], key, 1, 65_536)
     return (str(method).lower() if method is not None else None), block_size
 
 
@@ -522,7 +547,7 @@ def _moe_layers(family: str, r: _Reader, num_layers: int) -> tuple[int, ...]:
         return tuple(range(num_layers))
     if family in ("qwen2_moe", "qwen3_moe"):
         step = r.int_("decoder_sparse_step", 1)
-        only_mlp = r.values.get("mlp_only_layers") or []
+        only_mlp = _layer_indices(r.values.get("mlp_only_layers"), "mlp_only_layers")
         return tuple(i for i in range(num_layers) if i not in only_mlp and (i + 1) % step == 0)
     if family in ("deepseek_v2", "deepseek_v3"):
         if not r.has("n_routed_experts"):
@@ -533,15 +558,31 @@ def _moe_layers(family: str, r: _Reader, num_layers: int) -> tuple[int, ...]:
     return ()
 
 
+def _layer_indices(value: Any, key: str) -> frozenset[int]:
+    """A config's list of layer indices (``mlp_only_layers``), as a set."""
+    if value is None:
+        return frozenset()
+    if not isinstance(value, list) or not all(
+        isinstance(i, int) and not isinstance(i, bool) for i in value
+    ):
+        raise SizingError(
+            f"config key {key} must be a list of layer indices, got {value!r:.80}; fix it in "
+            "spec.model.architecture",
+            field=f"{_FIELD}.{key}",
+        )
+    return frozenset(value)
+
+
 def _siglip_parameters(vision: Mapping[str, Any], text_hidden: int) -> int:
     """SigLIP vision tower + Gemma 3 multimodal projector (exact for vision_use_head=false)."""
     v = {**_SIGLIP_DEFAULTS, **{k: x for k, x in vision.items() if x is not None}}
+    r = _Reader("gemma3", v, VISION_INTEGERS, "vision_config.")
     hidden, inter, layers = (
-        int(v["hidden_size"]),
-        int(v["intermediate_size"]),
-        int(v["num_hidden_layers"]),
+        r.int_("hidden_size"),
+        r.int_("intermediate_size"),
+        r.int_("num_hidden_layers"),
     )
-    patch, image, channels = int(v["patch_size"]), int(v["image_size"]), int(v["num_channels"])
+    patch, image, channels = r.int_("patch_size"), r.int_("image_size"), r.int_("num_channels")
     patch_embedding = channels * patch * patch * hidden + hidden
     position_embedding = (image // patch) ** 2 * hidden
     per_layer = (
@@ -743,9 +784,7 @@ def _read_attention(r: _Reader, family: _Family) -> _Attention:
     hidden = r.int_("hidden_size")
     heads = r.int_("num_attention_heads")
     vocab = r.int_("vocab_size")
-    max_lens = tuple(
-        int(r.values[k]) for k in _MAX_LEN_KEYS if isinstance(r.values.get(k), int | float)
-    )
+    max_lens = tuple(r.int_(k) for k in _MAX_LEN_KEYS if r.values.get(k) is not None)
     if not max_lens:
         r.missing.append("max_position_embeddings")
     kv_heads = r.int_("num_key_value_heads", heads) if family.grouped_kv_heads else heads

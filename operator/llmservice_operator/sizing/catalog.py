@@ -30,7 +30,7 @@ class GpuType(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    name: str = Field(min_length=1)
+    name: str = Field(min_length=1, max_length=64)
     memory_bytes: int = Field(gt=0, description="Total memory gpu_memory_utilization scales.")
     hbm_bandwidth_bytes_per_s: float = Field(gt=0)
     bf16_dense_tflops: float = Field(gt=0)
@@ -148,6 +148,12 @@ def load_catalog(path: Path | None = None) -> GpuCatalog:
     except OSError as err:
         raise SizingError(
             f"cannot read GPU catalog {path}: {err.strerror}", field="gpuCatalog"
+        ) from err
+    except UnicodeDecodeError as err:
+        raise SizingError(
+            f"GPU catalog {path} is not UTF-8 text: byte 0x{err.object[err.start]:02x} at "
+            f"offset {err.start}",
+            field="gpuCatalog",
         ) from err
     entries, replace = _parse(text, str(path))
     return catalog.merged(entries, replace=replace)

@@ -36,6 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from .architecture import ModelArchitecture
 from .catalog import GpuCatalog, GpuType
 from .errors import SizingError
+from .limits import MAX_OPTIONS_PER_GPU, SIZING_WORK_BUDGET
 from .performance import PerformanceModel, performance_model
 from .precision import (
     AWQ_GROUP_SIZE,
@@ -63,6 +64,7 @@ __all__ = [
     "TYPICAL_SEQUENCE_TOKENS",
     "SizingRequest",
     "SizingResult",
+    "check_work",
     "choose_gpu",
     "overhead_bytes",
     "performance_for",
@@ -324,13 +326,18 @@ def _evaluate(
     layers = arch.layers()
     heaviest, smallest_pool, replica_tokens = 0, None, None
     for index, stage in enumerate(stages):
-        total = Fraction(0)
+        # Integer sums over the stage's layers, then exact rational bytes (linear may be a
+        # fraction of a byte): Fraction arithmetic per layer was most of a deep model's sizing.
+        sharded = kv = replicated = unsharded = biases = 0
         for i in stage:
             layer = layers[i]
-            total += (layer.attention_linear + layer.mlp_linear + layer.expert_linear) * linear / tp
-            total += layer.kv_linear * linear / kv_share
-            total += layer.replicated_linear * linear
-            total += (layer.router + layer.norms) * other + Fraction(layer.biases * other, tp)
+            sharded += layer.attention_linear + layer.mlp_linear + layer.expert_linear
+            kv += layer.kv_linear
+            replicated += layer.replicated_linear
+            unsharded += layer.router + layer.norms
+            biases += layer.biases
+        total = sharded * linear / tp + kv * linear / kv_share + replicated * linear
+        total += unsharded * other + Fraction(biases * other, tp)
         if index == 0:
             total += Fraction((arch.embedding_parameters() + arch.vision_parameters) * other, tp)
         if index == len(stages) - 1:
@@ -695,9 +702,23 @@ def _result(
     )
 
 
+def check_work(arch: ModelArchitecture, gpu_types: int) -> None:
+    """Refuse, before any layer is looked at, a sizing over SIZING_WORK_BUDGET layer
+    evaluations: its time grows with layers x options (limits.py)."""
+    work = arch.num_layers * MAX_OPTIONS_PER_GPU * gpu_types
+    if work > SIZING_WORK_BUDGET:
+        raise SizingError(
+            f"sizing {arch.num_layers:,} layers on {gpu_types} GPU types takes {work:,} layer "
+            f"evaluations, over the budget of {SIZING_WORK_BUDGET:,}: name fewer GPU types in "
+            "resources.allowedGPUs, or fix num_hidden_layers",
+            field="model.architecture.num_hidden_layers",
+        )
+
+
 def size_for_gpu(request: SizingRequest, gpu: GpuType) -> SizingResult:
     """Size ``request`` on one GPU type: the smallest fitting parallelism, or why none fits."""
     arch = request.architecture
+    check_work(arch, 1)
     precision, notes = _precision(request)
     warnings = _static_warnings(request, gpu, precision, notes)
     if request.max_model_len > arch.max_model_len_limit:
@@ -807,6 +828,7 @@ def choose_gpu(
     outside it, or an unknown name, raises SizingError.
     """
     candidates = _allowed(catalog, allowed)
+    check_work(request.architecture, 1 if gpu.strip().lower() != "auto" else len(candidates))
     if gpu.strip().lower() != "auto":
         chosen = catalog.get(gpu, field="resources.gpu")
         if allowed and chosen not in candidates:

@@ -31,6 +31,7 @@ __all__ = [
     "Quantization",
     "kv_element_bytes",
     "layer_bytes",
+    "quantized_parameters",
     "linear_bytes_per_parameter",
     "resolve_dtype",
     "resolve_quantization",
@@ -112,16 +113,21 @@ def kv_element_bytes(kv_cache_dtype: KvCacheDtype, dtype: str) -> int:
     return 1 if kv_cache_dtype == "fp8" else DTYPE_BYTES[dtype]
 
 
-def layer_bytes(layer: LayerParameters, linear: Fraction, other: int) -> Fraction:
-    """Bytes of one layer, whole (no sharding)."""
-    quantized = (
+def quantized_parameters(layer: LayerParameters) -> int:
+    """The layer's parameters that quantization shrinks (its linear weights)."""
+    return (
         layer.attention_linear
         + layer.kv_linear
         + layer.replicated_linear
         + layer.mlp_linear
         + layer.expert_linear
     )
-    return quantized * linear + (layer.router + layer.norms + layer.biases) * other
+
+
+def layer_bytes(layer: LayerParameters, linear: Fraction, other: int) -> Fraction:
+    """Bytes of one layer, whole (no sharding)."""
+    unquantized = layer.router + layer.norms + layer.biases
+    return quantized_parameters(layer) * linear + unquantized * other
 
 
 def weight_bytes(arch: ModelArchitecture, dtype: str, quantization: Quantization) -> int:
@@ -137,8 +143,11 @@ def weight_bytes(arch: ModelArchitecture, dtype: str, quantization: Quantization
         )
         * other
     )
-    total += sum((layer_bytes(layer, linear, other) for layer in arch.layers()), Fraction(0))
-    return _ceil(total)
+    quantized = unquantized = 0
+    for layer in arch.layers():  # integer sums: layer_bytes is linear in them
+        quantized += quantized_parameters(layer)
+        unquantized += layer.router + layer.norms + layer.biases
+    return _ceil(total + quantized * linear + unquantized * other)
 
 
 def _ceil(value: Fraction) -> int:

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from llmservice_operator.api.spec import RolloutSpec
+from llmservice_operator.api.status import REVISION_SPECS_BUDGET
 from llmservice_operator.kubectl_llms import cli, view
 from llmservice_operator.rollout.machine import (
     ABORT_ANNOTATION,
@@ -181,6 +182,29 @@ def test_undo_patch_restores_the_previous_stable_spec() -> None:
     fresh = world()
     with pytest.raises(ValueError, match="no earlier revision served as stable"):
         view.undo_patch(obj(fresh))
+
+
+def test_history_and_undo_say_when_a_spec_was_not_kept() -> None:
+    """The specs in status share a budget (issue 38): an old large one gives its copy up."""
+    w = world()
+    large = "x" * (REVISION_SPECS_BUDGET // 2)
+    roll(w, NEW, {"engine": {"env": [{"name": "A", "value": large}]}})
+    w.annotations[PROMOTE_FULL_ANNOTATION] = "x"
+    w.run_until(lambda d: d.revisions.candidate is None)
+    roll(w, NEWER, {"engine": {"env": [{"name": "A", "value": large + "y"}]}})
+    w.annotations[PROMOTE_FULL_ANNOTATION] = "x"
+    w.run_until(lambda d: d.revisions.candidate is None)
+    log = w.status["revisions"]["log"]
+    assert [bool(e["spec"]) for e in log] == [True, False, True]  # the newest and the small
+    text = view.render_history(obj(w))
+    assert "(its spec, 65,580 bytes, was not kept: over the status' budget)" in text
+    assert "(the spec before it was not kept)" in text
+    with pytest.raises(ValueError, match=r"revision 2's spec \(65,580 bytes\) was not kept"):
+        view.undo_patch(obj(w), 2)
+    patch, about = view.undo_patch(obj(w), 1)
+    assert about == f"revision 1 ({OLD})" and patch["spec"]["engine"]["env"] == [
+        {"name": "A", "value": "1"}
+    ]
 
 
 def test_spec_changes() -> None:
