@@ -310,7 +310,7 @@ class Reconciler:
             checks = decision.measure
             job = ("measure", tuple((c.name, c.query) for c in checks))
             done, results = self._io.take(
-                key, job, lambda: self._prometheus.measure(checks), "analysis"
+                key, job, lambda: self._prometheus.measure(checks), "queries"
             )
             if not done:
                 return None
@@ -524,7 +524,7 @@ class Reconciler:
                 lambda: arrival_rate_from_prometheus(self._prometheus, query),  # type: ignore[arg-type]
                 SAMPLES_MAX_AGE_S,
                 key,
-                "prometheus",
+                "queries",
             )
             arrivals = found if isinstance(found, tuple) else None
             if isinstance(found, Exception):

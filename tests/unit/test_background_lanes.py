@@ -20,33 +20,37 @@ T = TypeVar("T")
 WAITER = ("ml", "chat")
 
 
-def test_a_prometheus_query_completes_while_every_pod_thread_is_blocked() -> None:
+def test_the_autoscalers_queries_complete_while_the_tenants_lanes_are_blocked() -> None:
+    """Every pod thread on a slow scrape, every thread for tenants' PromQL on a slow
+    arrivalRateQuery, and more waiting: the batch every service waits for still runs."""
     release = threading.Event()
     answered = threading.Event()
     notified: list[tuple[str, str]] = []
+    started = threading.Semaphore(0)
 
     def notify(key: tuple[str, str]) -> None:
         notified.append(key)
         if key == WAITER:
             answered.set()
 
-    started = threading.Semaphore(0)
-
-    def slow_scrape() -> bool:
+    def slow() -> bool:
         started.release()
         return release.wait(30)
 
-    background = BackgroundIO(notify, lanes={"pods": 2, "prometheus": 1})
+    background = BackgroundIO(notify, lanes={"pods": 2, "queries": 1, "prometheus": 1})
     try:
         for i in range(6):  # more slow scrapes than the pod lane has threads: 2 run, 4 queue
-            background.take(("ml", f"s{i}"), "scrape", slow_scrape, "pods")
-        assert started.acquire(timeout=5) and started.acquire(timeout=5)
-        assert not started.acquire(timeout=0.2)  # the pod lane is full
+            background.take(("ml", f"s{i}"), "scrape", slow, "pods")
+        for i in range(3):  # tenants' slow arrivalRateQuery: 1 runs, 2 queue
+            background.latest(("arrivals", f"q{i}"), slow, 15.0, ("ml", f"a{i}"), "queries")
+        for _ in range(3):
+            assert started.acquire(timeout=5)
+        assert not started.acquire(timeout=0.2)  # both lanes full
         batch = ("samples", "0.10.1")
         assert background.latest(batch, lambda: "batch", 15.0, WAITER, "prometheus") is None
-        assert answered.wait(5), "the Prometheus query waited behind the pods"
+        assert answered.wait(5), "the autoscaler's batch waited behind a tenant's jobs"
         assert background.latest(batch, lambda: "again", 15.0, WAITER, "prometheus") == "batch"
-        assert notified == [WAITER]  # every scrape still blocked
+        assert notified == [WAITER]  # every tenant's job still blocked
     finally:
         release.set()
         background.shutdown()
@@ -126,8 +130,8 @@ def test_the_reconciler_puts_each_job_in_its_lane() -> None:
     _reconciles(io, _body(), 4, change_at=1)  # a candidate: smoke-tested, then analysed
     assert io.lanes == {
         "samples": {"prometheus"},
-        "arrivals": {"prometheus"},
+        "arrivals": {"queries"},
         "scrape": {"pods"},
         "smoke": {"smoke"},
-        "measure": {"analysis"},
+        "measure": {"queries"},
     }

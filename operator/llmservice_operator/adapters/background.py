@@ -9,7 +9,8 @@ pod does not stall other services.
 
 Each job runs in its *lane*, a pool of threads of its own (:data:`LANES`), so one kind of job
 never waits behind another: pods that answer slowly (a tenant's) fill the ``pods`` or
-``smoke`` lane at worst, while the autoscaler's Prometheus queries go on in theirs.
+``smoke`` lane at worst, slow PromQL of a tenant's the ``queries`` lane, while the
+autoscaler's own Prometheus queries go on in theirs.
 
 Two kinds of result:
 - :meth:`BackgroundIO.take`: one service's own job (a smoke test, a measurement); its result
@@ -38,15 +39,16 @@ log = logging.getLogger(__name__)
 Key = tuple[str, str]
 T = TypeVar("T")
 
-Lane = Literal["prometheus", "analysis", "pods", "smoke"]
-#: Threads per lane (started as jobs come, up to this many).
+Lane = Literal["prometheus", "queries", "pods", "smoke"]
+#: Threads per lane (started as jobs come, up to this many). What a tenant writes (its PromQL)
+#: or runs (its pods) is never in the lane of what every service waits for.
 LANES: dict[Lane, int] = {
-    # The autoscaler's shared queries: one batch per vLLM version (4 queries) and one per
-    # distinct arrivalRateQuery, each at most 12 s. Four keep a tenant's slow query from
-    # holding up the batch that every service waits for.
-    "prometheus": 4,
-    # Rollout analysis: one job per service measuring now (a query per check).
-    "analysis": 2,
+    # The autoscaler's batch, shared by every service: one job per vLLM version in use (four
+    # queries, each at most 12 s).
+    "prometheus": 2,
+    # The tenants' PromQL: each distinct arrivalRateQuery, each rollout's analysis measurement
+    # (a query per check), each query at most 12 s.
+    "queries": 3,
     # Pod scrapes: one job per service (metricsSource: pods), each at most 10 s. Eight, as the
     # single pool had.
     "pods": 8,
