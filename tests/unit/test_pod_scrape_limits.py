@@ -67,6 +67,29 @@ def test_unreadable_metrics_are_that_pods_error(serve: Callable[..., RawServer])
     assert samples is None and error is not None and error.startswith("p: unreadable metrics")
 
 
+def test_only_the_metrics_read_are_parsed_and_no_more_than_1024_series_of_them(
+    serve: Callable[..., RawServer],
+) -> None:
+    """Whatever else the exposition holds is not parsed (a malformed line there is no error);
+    a pod with more series of the four metrics than vLLM would ever have is refused."""
+    body = [b"# TYPE junk histogram", b"junk{ 1 2 3", b"vllm:num_requests_waiting 4"]
+
+    def answer(connection: socket.socket, _request: bytes, _stop: threading.Event) -> None:
+        text = b"\n".join(body) + b"\n"
+        connection.sendall(head(content_length=str(len(text))) + text)
+
+    server = serve(answer)
+    samples, error = samples_from_pods([pod("p", "127.0.0.1")], server.port, VERSION)
+    assert error is None and samples is not None and samples["p"].waiting == 4
+    body[2:] = [f'vllm:num_requests_waiting{{x="{i}"}} 1'.encode() for i in range(1025)]
+    samples, error = samples_from_pods([pod("p", "127.0.0.1")], server.port, VERSION)
+    assert samples is None and error is not None
+    assert error.startswith("p: unreadable metrics: more than 1024 series of")
+    del body[-1]  # 1,024: read
+    samples, error = samples_from_pods([pod("p", "127.0.0.1")], server.port, VERSION)
+    assert error is None and samples is not None and samples["p"].waiting == 1024
+
+
 def test_an_error_answer_is_that_pods_error_whatever_its_body(
     serve: Callable[..., RawServer],
 ) -> None:

@@ -18,6 +18,7 @@ from .prometheus_queries import PrometheusAdapter
 __all__ = [
     "SCRAPE_BUDGET_S",
     "SCRAPE_LIMITS",
+    "SCRAPE_MAX_SERIES",
     "ArrivalResult",
     "CompletionCounters",
     "SampleBatch",
@@ -128,9 +129,14 @@ class CompletionCounters:
 
 #: One pod's /metrics. Real vLLM's is about 50 KiB for one engine
 #: (tests/fixtures/vllm-0.32.0-metrics.txt); data parallelism repeats most series per engine
-#: (eight: about 400 KiB), and LoRA adapters add none (one info series). 4 MiB is ten times
-#: that. Over it, or slower than 3 s (a Ready pod answers in milliseconds), is that pod's error.
-SCRAPE_LIMITS = Limits(max_bytes=4 * 1024 * 1024, total_s=3.0, connect_s=2.0)
+#: (eight: about 400 KiB), and LoRA adapters add none (one info series). 2 MiB is five times
+#: that; read, decoded and parsed it takes about 3 times its size, on each of the pod lane's 8
+#: threads (adapters/background.py). Over it, or slower than 3 s (a Ready pod answers in
+#: milliseconds), is that pod's error.
+SCRAPE_LIMITS = Limits(max_bytes=2 * 1024 * 1024, total_s=3.0, connect_s=2.0)
+#: Of the four metrics read, the series one pod may have: vLLM has one of each per engine
+#: (eight with data parallelism); parsing a thousand takes milliseconds.
+SCRAPE_MAX_SERIES = 1024
 #: One service's pods, scraped one after another: pods left when it is spent are not scraped
 #: (errors), so a service of slow pods holds a thread of the pod pool this long, not 3 s a pod.
 SCRAPE_BUDGET_S = 10.0
@@ -144,10 +150,15 @@ def _scrape(ip: str, port: int, limits: Limits) -> str:
         return response.read().decode(errors="replace")
 
 
-def _gauges(text: str) -> dict[str, float]:
-    """Each sample name's sum over its series."""
+def _gauges(text: str, wanted: tuple[str, ...]) -> dict[str, float]:
+    """Each sample name's sum over its series, for the samples named ``wanted``. Only their
+    lines are parsed: prometheus_client's parser takes about a second of CPU per MiB, most of
+    an exposition is histograms nobody here reads, and a tenant's pod writes it."""
+    lines = [line for line in text.splitlines() if line.startswith(wanted)]
+    if len(lines) > SCRAPE_MAX_SERIES:
+        raise ValueError(f"more than {SCRAPE_MAX_SERIES} series of {', '.join(wanted)}")
     gauges: dict[str, float] = {}
-    for family in text_string_to_metric_families(text):
+    for family in text_string_to_metric_families("\n".join(lines) + "\n"):
         for sample in family.samples:
             gauges[sample.name] = gauges.get(sample.name, 0.0) + float(sample.value)
     return gauges
@@ -167,6 +178,12 @@ def samples_from_pods(
     ``counters`` (and ``now``, in seconds) the samples carry each pod's completion rate too.
     Each pod within ``limits``, all of them within ``budget_s``."""
     names = metric_names(vllm_version)
+    wanted = (
+        names.num_requests_waiting,
+        names.num_requests_running,
+        names.kv_cache_usage,
+        names.request_success,
+    )
     samples: dict[str, ReplicaSample] = {}
     errors: list[str] = []
     deadline = time.monotonic() + budget_s
@@ -185,7 +202,7 @@ def samples_from_pods(
             errors.append(f"{name}: {err}")
             continue
         try:
-            gauges = _gauges(text)
+            gauges = _gauges(text, wanted)
         except Exception as err:  # noqa: BLE001 - the pod's text, whatever the parser makes of it
             errors.append(f"{name}: unreadable metrics: {err}")
             continue
