@@ -13,7 +13,8 @@ What wakes a service:
 - a background job it waits for finished (adapters/background.py);
 - the end of a wave of new services, when its first status was held back (arrivals.py);
 - an error: retried with per-service exponential backoff, 5 ms doubling to about 1,000 s
-  (controller-runtime's default), reset by the next success;
+  (controller-runtime's default), jittered, and not before a 429's Retry-After (backoff.py);
+  reset by the next success;
 - the resync (`reconcileIntervalSeconds`, minutes): a safety net only, for a service that
   nothing else reconciled in that long.
 
@@ -31,6 +32,7 @@ import asyncio
 import itertools
 import logging
 import math
+import random
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -48,6 +50,7 @@ from .adapters.kube import CacheNotSynced, KubeAdapter, version_number
 from .adapters.metrics import OperatorMetrics
 from .api import GROUP, PLURAL, VERSION
 from .arrivals import Wave
+from .backoff import retry
 from .gc_pauses import COUNT_EVERY, SETTLE_INTERVAL_S, THAW_EVERY, measure_pauses, settle
 from .laps import Laps
 from .reconcile import Reconciler, namespace_terminating
@@ -57,7 +60,6 @@ from .workqueue import ROUTINE, WorkQueue, priority_of
 
 __all__ = [
     "OperatorState",
-    "backoff_seconds",
     "confirm_suspects",
     "forget_vanished",
     "register",
@@ -66,8 +68,6 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 Key = tuple[str, str]
-BACKOFF_BASE_S = 0.005
-BACKOFF_MAX_S = 1000.0
 #: A reconcile at least this long is logged, with its time in the queue.
 SLOW_RECONCILE_S = 0.5
 #: How long start-up waits for the watch caches' first lists before reconciling anyway
@@ -99,11 +99,6 @@ class NoDiffBase(kopf.DiffBaseStorage):
         return None
 
 
-def backoff_seconds(failures: int) -> float:
-    """The delay before retry number ``failures`` (1-based)."""
-    return float(min(BACKOFF_MAX_S, BACKOFF_BASE_S * 2 ** max(0, failures - 1)))
-
-
 @dataclass
 class OperatorState:
     """In-memory only: everything that must survive a restart lives in the cluster."""
@@ -126,6 +121,10 @@ class OperatorState:
     heartbeat: Callable[[], None] | None = None
     tasks: list[asyncio.Task[None]] = field(default_factory=list)
     failures: dict[Key, int] = field(default_factory=dict)
+    #: The backoff's jitter, drawn from [0, 1) (tests give a seeded random.Random's).
+    jitter: Callable[[], float] = field(default_factory=lambda: random.Random().random)
+    #: Keys an API server asked to wait (Retry-After): not reconciled before this loop time.
+    not_before: dict[Key, float] = field(default_factory=dict)
     #: One timer per key: (when, handle); a later due time never replaces an earlier one.
     timers: dict[Key, tuple[float, asyncio.TimerHandle]] = field(default_factory=dict)
     loop: asyncio.AbstractEventLoop | None = None
@@ -254,6 +253,7 @@ class OperatorState:
         self.reconciled_at.pop(key, None)
         self.terminating.discard(key)
         self.failures.pop(key, None)
+        self.not_before.pop(key, None)
         timer = self.timers.pop(key, None)
         if timer is not None:
             timer[1].cancel()
@@ -292,6 +292,8 @@ async def _process(state: OperatorState, key: Key) -> Laps | None:
         return None  # going: a namespace being deleted refuses every create (the sweep looks)
     if not state.leading():  # the Lease lapsed: another replica may act (this one exits)
         log.warning("%s/%s: not reconciled: this replica's Lease has lapsed", *key)
+        return None
+    if _asked_to_wait(state, key):
         return None
     try:
         result = await asyncio.to_thread(state.reconciler.reconcile, body)
@@ -357,14 +359,41 @@ def _not_found(err: Exception) -> bool:
 
 
 def _retry_later(state: OperatorState, key: Key, err: Exception) -> None:
-    """Per-key exponential backoff."""
+    """Per-key exponential backoff, jittered; not before a Retry-After the server gave."""
     failures = state.failures.get(key, 0) + 1
     state.failures[key] = failures
-    delay = backoff_seconds(failures)
+    status, retry_after = _asked_wait(err)
+    again = retry(failures, state.jitter(), status, retry_after, datetime.now(UTC))
+    if again.not_before_s is not None:
+        loop = asyncio.get_running_loop()
+        state.not_before[key] = loop.time() + again.not_before_s
     level = logging.INFO if isinstance(err, CacheNotSynced) else logging.WARNING
     log.log(level, "reconcile of %s/%s failed (retry %d in %.3gs): %s", *key, failures,
-            delay, err)  # fmt: skip
-    state.schedule(key, delay)
+            again.delay_s, err)  # fmt: skip
+    state.schedule(key, again.delay_s)
+
+
+def _asked_wait(err: Exception) -> tuple[int | None, str | None]:
+    """An API error's status and Retry-After header (None, None: the server did not answer)."""
+    if not isinstance(err, ApiException):
+        return None, None
+    headers = err.headers or {}
+    wait = next((str(v) for k, v in headers.items() if str(k).lower() == "retry-after"), None)
+    return err.status, wait
+
+
+def _asked_to_wait(state: OperatorState, key: Key) -> bool:
+    """The API server asked ``key``'s last reconcile to wait, and it is not over: reconciled
+    when it is (whatever woke it meanwhile)."""
+    until = state.not_before.get(key)
+    if until is None:
+        return False
+    left = until - asyncio.get_running_loop().time()
+    if left <= 0:
+        del state.not_before[key]
+        return False
+    state.schedule(key, left)
+    return True
 
 
 async def confirm_suspects(state: OperatorState) -> None:

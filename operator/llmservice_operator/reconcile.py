@@ -309,7 +309,9 @@ class Reconciler:
         if decision.measure is not None:
             checks = decision.measure
             job = ("measure", tuple((c.name, c.query) for c in checks))
-            done, results = self._io.take(key, job, lambda: self._prometheus.measure(checks))
+            done, results = self._io.take(
+                key, job, lambda: self._prometheus.measure(checks), "queries"
+            )
             if not done:
                 return None
             # A job that raised answers every check with its error (an Error measurement).
@@ -329,7 +331,7 @@ class Reconciler:
         assert decision.smoke is not None
         target = decision.smoke
         done, smoke = self._io.take(
-            key, ("smoke", target.revision), lambda: self._smoke(body, observed, target)
+            key, ("smoke", target.revision), lambda: self._smoke(body, observed, target), "smoke"
         )
         if not done:
             return None
@@ -495,6 +497,7 @@ class Reconciler:
                 key,
                 "scrape",
                 lambda: samples_from_pods(ready, port, version, self._completions, time.time()),
+                "pods",
             )
             samples = scraped if done and isinstance(scraped, tuple) else None
             if done and samples is None:
@@ -505,6 +508,7 @@ class Reconciler:
                 lambda: sample_batch(self._prometheus, version),  # type: ignore[arg-type]
                 SAMPLES_MAX_AGE_S,
                 key,
+                "prometheus",
             )
             if batch is None:
                 samples = None
@@ -520,6 +524,7 @@ class Reconciler:
                 lambda: arrival_rate_from_prometheus(self._prometheus, query),  # type: ignore[arg-type]
                 SAMPLES_MAX_AGE_S,
                 key,
+                "queries",
             )
             arrivals = found if isinstance(found, tuple) else None
             if isinstance(found, Exception):

@@ -44,7 +44,10 @@ class OperatorSettings(BaseSettings):
         description="Writable directory: the ports in use (for exec probes), discovery cache.",
     )
     api_timeout_seconds: float = Field(
-        default=10.0, gt=0, description="Start-up gives up when the API server is not reached."
+        default=10.0,
+        gt=0,
+        description="Start-up gives up when the API server is not reached in this long, and "
+        "every API call when it cannot connect in this long.",
     )
     operator_namespace: str | None = Field(
         default=None,

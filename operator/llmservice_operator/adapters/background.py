@@ -7,6 +7,11 @@ returns at once, and the service is reconciled again when the job is done (``not
 worker never waits on the network for longer than one API call, and one slow model load or dead
 pod does not stall other services.
 
+Each job runs in its *lane*, a pool of threads of its own (:data:`LANES`), so one kind of job
+never waits behind another: pods that answer slowly (a tenant's) fill the ``pods`` or
+``smoke`` lane at worst, slow PromQL of a tenant's the ``queries`` lane, while the
+autoscaler's own Prometheus queries go on in theirs.
+
 Two kinds of result:
 - :meth:`BackgroundIO.take`: one service's own job (a smoke test, a measurement); its result
   is used once.
@@ -25,14 +30,32 @@ import time
 from collections.abc import Callable, Hashable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
-__all__ = ["BackgroundIO"]
+__all__ = ["LANES", "BackgroundIO", "Lane"]
 
 log = logging.getLogger(__name__)
 
 Key = tuple[str, str]
 T = TypeVar("T")
+
+Lane = Literal["prometheus", "queries", "pods", "smoke"]
+#: Threads per lane (started as jobs come, up to this many). What a tenant writes (its PromQL)
+#: or runs (its pods) is never in the lane of what every service waits for.
+LANES: dict[Lane, int] = {
+    # The autoscaler's batch, shared by every service: one job per vLLM version in use (four
+    # queries, each at most 12 s).
+    "prometheus": 2,
+    # The tenants' PromQL: each distinct arrivalRateQuery, each rollout's analysis measurement
+    # (a query per check), each query at most 12 s.
+    "queries": 3,
+    # Pod scrapes: one job per service (metricsSource: pods), each at most 10 s. Eight, as the
+    # single pool had.
+    "pods": 8,
+    # Smoke tests: one per candidate, up to 3 requests of its spec's timeoutSeconds (at most an
+    # hour): apart from the scrapes, which they would otherwise keep waiting that long.
+    "smoke": 4,
+}
 
 
 @dataclass
@@ -48,7 +71,7 @@ class BackgroundIO:
         self,
         notify: Callable[[Key], None] = lambda _key: None,
         *,
-        max_workers: int = 8,
+        lanes: dict[Lane, int] | None = None,  # threads per lane, instead of LANES'.
         inline: bool = False,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
@@ -59,14 +82,20 @@ class BackgroundIO:
         self._done: dict[tuple[Key, Hashable], Any] = {}
         self._running: set[tuple[Key, Hashable]] = set()
         self._shared: dict[Hashable, _Shared] = {}
-        self._pool = None if inline else ThreadPoolExecutor(max_workers, "background-io")
+        sizes: dict[Lane, int] = {} if inline else {**LANES, **(lanes or {})}
+        self._pools = {
+            lane: ThreadPoolExecutor(workers, f"background-{lane}")
+            for lane, workers in sizes.items()
+        }
 
     def set_notify(self, notify: Callable[[Key], None]) -> None:
         self._notify = notify
 
-    def take(self, key: Key, job: Hashable, run: Callable[[], T]) -> tuple[bool, T | None]:
+    def take(
+        self, key: Key, job: Hashable, run: Callable[[], T], lane: Lane
+    ) -> tuple[bool, T | None]:
         """(True, result) when ``job`` of ``key`` is done (the result is handed over once);
-        else (False, None), and the job runs if it is not running yet."""
+        else (False, None), and the job runs in ``lane`` if it is not running yet."""
         slot = (key, job)
         with self._lock:
             if slot in self._done:
@@ -79,8 +108,7 @@ class BackgroundIO:
             with self._lock:
                 self._running.discard(slot)
             return True, value
-        assert self._pool is not None
-        self._pool.submit(run).add_done_callback(lambda f: self._finish(slot, f))
+        self._pools[lane].submit(run).add_done_callback(lambda f: self._finish(slot, f))
         return False, None
 
     def pending(self, key: Key) -> bool:
@@ -100,10 +128,11 @@ class BackgroundIO:
         self._notify(slot[0])
 
     def latest(
-        self, job: Hashable, run: Callable[[], T], max_age_s: float, waiter: Key
+        self, job: Hashable, run: Callable[[], T], max_age_s: float, waiter: Key, lane: Lane
     ) -> T | None:
         """The shared result of ``job`` when it is younger than ``max_age_s``; else None, the
-        job starts if it is not running, and ``waiter`` is notified when it is done."""
+        job starts in ``lane`` if it is not running, and ``waiter`` is notified when it is
+        done."""
         with self._lock:
             shared = self._shared.setdefault(job, _Shared())
             if self._clock() - shared.finished <= max_age_s:
@@ -114,8 +143,7 @@ class BackgroundIO:
             shared.running = True
         if self._inline:
             self._finish_shared(job, run())
-            return self.latest(job, run, max_age_s, waiter)
-        assert self._pool is not None
+            return self.latest(job, run, max_age_s, waiter, lane)
 
         def fetch() -> None:
             try:
@@ -125,7 +153,7 @@ class BackgroundIO:
                 value = err
             self._finish_shared(job, value)
 
-        self._pool.submit(fetch)
+        self._pools[lane].submit(fetch)
         return None
 
     def _finish_shared(self, job: Hashable, value: Any) -> None:
@@ -137,5 +165,5 @@ class BackgroundIO:
             self._notify(waiter)
 
     def shutdown(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=False, cancel_futures=True)
+        for pool in self._pools.values():
+            pool.shutdown(wait=False, cancel_futures=True)

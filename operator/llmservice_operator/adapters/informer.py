@@ -26,7 +26,7 @@ import urllib3
 from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic.exceptions import NotFoundError, ResourceNotFoundError
 
-__all__ = ["Informer", "InformerSet", "Kind", "RawWatcher"]
+__all__ = ["WATCH_REQUEST_TIMEOUT", "Informer", "InformerSet", "Kind", "RawWatcher"]
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +35,10 @@ Key = tuple[str, str]
 #: cluster does not serve it. ``forget`` drops what discovery remembered about it.
 Resolver = Callable[[str, str], Any]
 _WATCH_TIMEOUT_S = 300
+#: A watch's own (connect, read) timeouts, instead of the ApiClient's default for a call
+#: (adapters/kube.py): the stream can be quiet for minutes (a kind nothing changes, between
+#: bookmarks). A read waits out the server's end of the watch and 30 s more, as kopf's does.
+WATCH_REQUEST_TIMEOUT = (10.0, _WATCH_TIMEOUT_S + 30.0)
 _ERRORS = (ApiException, urllib3.exceptions.HTTPError, OSError, ValueError)
 
 
@@ -209,7 +213,7 @@ class Informer:
 class RawWatcher:
     """The dynamic client's ``watch``, less its wrapping of every event's object in a
     ResourceInstance: a recursive copy, made for every event, that the informer never reads
-    (it keeps ``raw_object``)."""
+    (it keeps ``raw_object``). Its request has WATCH_REQUEST_TIMEOUT."""
 
     def watch(self, resource: Any, **kwargs: Any) -> Any:
         from kubernetes import watch
@@ -223,6 +227,7 @@ class RawWatcher:
             serialize=False,
             timeout_seconds=kwargs.get("timeout"),
             allow_watch_bookmarks=kwargs.get("allow_watch_bookmarks"),
+            _request_timeout=WATCH_REQUEST_TIMEOUT,
         )
 
 

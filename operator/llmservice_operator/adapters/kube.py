@@ -34,12 +34,14 @@ from ..render.multinode import LWS_API_VERSION, LWS_KIND, WORKER
 from .informer import Informer, InformerSet, Kind, RawWatcher
 
 __all__ = [
+    "API_READ_TIMEOUT_S",
     "AUTOSCALER_FIELD_MANAGER",
     "FIELD_MANAGER",
     "AppliedLedger",
     "CacheNotSynced",
     "OWNED_KINDS",
     "KubeAdapter",
+    "TimedApiClient",
     "load_kube_config",
 ]
 
@@ -75,13 +77,51 @@ OWNED_KINDS: tuple[tuple[str, str], ...] = (
 )
 
 
-def load_kube_config() -> client.ApiClient:
-    """In-cluster config when running in a pod, else $KUBECONFIG / ~/.kube/config."""
+#: The read timeout of every API call that gives none (each socket read; a watch gives its
+#: own): longer than the API server queues a request (API Priority and Fairness waits at most
+#: 15 s by default), shorter than the server's own 60 s request timeout.
+API_READ_TIMEOUT_S = 30.0
+
+
+class TimedApiClient(client.ApiClient):
+    """An ApiClient whose every request has a timeout. The kubernetes client has none by
+    default (a hung API server holds the calling thread for ever) and no setting for one: each
+    call may pass ``_request_timeout``. Every call, of a typed API (CoreV1Api, ...) or of the
+    dynamic client (discovery included), goes through :meth:`call_api`, which gives the
+    default to a call that passed none."""
+
+    def __init__(
+        self,
+        request_timeout: tuple[float, float],
+        configuration: client.Configuration | None = None,
+    ) -> None:
+        super().__init__(configuration)
+        #: (connect, read) seconds, as ``_request_timeout`` takes them.
+        self.request_timeout = request_timeout
+
+    def call_api(
+        self,
+        method: str,
+        url: str,
+        header_params: dict[str, Any] | None = None,
+        body: Any = None,
+        post_params: Any = None,
+        _request_timeout: Any = None,
+    ) -> Any:
+        timeout = _request_timeout or self.request_timeout
+        return super().call_api(
+            method, url, header_params, body, post_params, _request_timeout=timeout
+        )
+
+
+def load_kube_config(connect_timeout_s: float = 10.0) -> client.ApiClient:
+    """In-cluster config when running in a pod, else $KUBECONFIG / ~/.kube/config; every call
+    connects within ``connect_timeout_s`` and waits at most API_READ_TIMEOUT_S for each read."""
     try:
         config.load_incluster_config()  # type: ignore[no-untyped-call]
     except config.ConfigException:
         config.load_kube_config()  # type: ignore[no-untyped-call]
-    return client.ApiClient()
+    return TimedApiClient((connect_timeout_s, API_READ_TIMEOUT_S))
 
 
 class CacheNotSynced(RuntimeError):

@@ -1,18 +1,24 @@
-"""Per-pod engine gauges for the autoscaler: from Prometheus, or scraped from the pods."""
+"""Per-pod engine gauges for the autoscaler: from Prometheus, or scraped from the pods (each
+pod's answer bounded in bytes and time, every pod of a service together in time)."""
 
 from __future__ import annotations
 
 import threading
+import time
+from dataclasses import replace
 from typing import Any
 
-import requests
 from prometheus_client.parser import text_string_to_metric_families
 
 from ..autoscale import RATE_WINDOW_SECONDS, Reading, ReplicaSample, counter_rate
 from ..vllm.metrics import metric_names
+from .bounded_http import ERRORS, Limits, ReadRefused, open_url
 from .prometheus_queries import PrometheusAdapter
 
 __all__ = [
+    "SCRAPE_BUDGET_S",
+    "SCRAPE_LIMITS",
+    "SCRAPE_MAX_SERIES",
     "ArrivalResult",
     "CompletionCounters",
     "SampleBatch",
@@ -121,32 +127,85 @@ class CompletionCounters:
             return rate
 
 
+#: One pod's /metrics. Real vLLM's is about 50 KiB for one engine
+#: (tests/fixtures/vllm-0.32.0-metrics.txt); data parallelism repeats most series per engine
+#: (eight: about 400 KiB), and LoRA adapters add none (one info series). 2 MiB is five times
+#: that; read, decoded and parsed it takes about 3 times its size, on each of the pod lane's 8
+#: threads (adapters/background.py). Over it, or slower than 3 s (a Ready pod answers in
+#: milliseconds), is that pod's error.
+SCRAPE_LIMITS = Limits(max_bytes=2 * 1024 * 1024, total_s=3.0, connect_s=2.0)
+#: Of the four metrics read, the series one pod may have: vLLM has one of each per engine
+#: (eight with data parallelism); parsing a thousand takes milliseconds.
+SCRAPE_MAX_SERIES = 1024
+#: One service's pods, scraped one after another: pods left when it is spent are not scraped
+#: (errors), so a service of slow pods holds a thread of the pod pool this long, not 3 s a pod.
+SCRAPE_BUDGET_S = 10.0
+
+
+def _scrape(ip: str, port: int, limits: Limits) -> str:
+    """One pod's exposition; raises one of ERRORS."""
+    with open_url("GET", f"http://{ip}:{port}/metrics", limits) as response:
+        if response.status != 200:
+            raise ReadRefused(f"HTTP {response.status}")
+        return response.read().decode(errors="replace")
+
+
+def _gauges(text: str, wanted: tuple[str, ...]) -> dict[str, float]:
+    """Each sample name's sum over its series, for the samples named ``wanted``. Only their
+    lines are parsed: prometheus_client's parser takes about a second of CPU per MiB, most of
+    an exposition is histograms nobody here reads, and a tenant's pod writes it."""
+    lines = [line for line in text.splitlines() if line.startswith(wanted)]
+    if len(lines) > SCRAPE_MAX_SERIES:
+        raise ValueError(f"more than {SCRAPE_MAX_SERIES} series of {', '.join(wanted)}")
+    gauges: dict[str, float] = {}
+    for family in text_string_to_metric_families("\n".join(lines) + "\n"):
+        for sample in family.samples:
+            gauges[sample.name] = gauges.get(sample.name, 0.0) + float(sample.value)
+    return gauges
+
+
 def samples_from_pods(
     pods: list[dict[str, Any]],
     port: int,
     vllm_version: str,
     counters: CompletionCounters | None = None,
     now: float | None = None,
+    *,
+    limits: Limits = SCRAPE_LIMITS,
+    budget_s: float = SCRAPE_BUDGET_S,
 ) -> SampleResult:
     """Scrape each Ready pod's /metrics directly (a shorter reaction than Prometheus). With
-    ``counters`` (and ``now``, in seconds) the samples carry each pod's completion rate too."""
+    ``counters`` (and ``now``, in seconds) the samples carry each pod's completion rate too.
+    Each pod within ``limits``, all of them within ``budget_s``."""
     names = metric_names(vllm_version)
+    wanted = (
+        names.num_requests_waiting,
+        names.num_requests_running,
+        names.kv_cache_usage,
+        names.request_success,
+    )
     samples: dict[str, ReplicaSample] = {}
     errors: list[str] = []
+    deadline = time.monotonic() + budget_s
     for pod in pods:
         ip = (pod.get("status") or {}).get("podIP")
         name = pod["metadata"]["name"]
         if not ip:
             continue
+        left = deadline - time.monotonic()
+        if left <= 0:
+            errors.append(f"{name}: not scraped (the pods took {budget_s:g} s)")
+            continue
         try:
-            text = requests.get(f"http://{ip}:{port}/metrics", timeout=2).text
-        except requests.RequestException as err:
+            text = _scrape(ip, port, replace(limits, total_s=min(limits.total_s, left)))
+        except ERRORS as err:
             errors.append(f"{name}: {err}")
             continue
-        gauges: dict[str, float] = {}
-        for family in text_string_to_metric_families(text):
-            for sample in family.samples:
-                gauges[sample.name] = gauges.get(sample.name, 0.0) + float(sample.value)
+        try:
+            gauges = _gauges(text, wanted)
+        except Exception as err:  # noqa: BLE001 - the pod's text, whatever the parser makes of it
+            errors.append(f"{name}: unreadable metrics: {err}")
+            continue
         if names.num_requests_waiting not in gauges:
             errors.append(f"{name}: no {names.num_requests_waiting}")
             continue

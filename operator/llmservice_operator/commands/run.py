@@ -200,7 +200,7 @@ def _connect(settings: OperatorSettings) -> client.ApiClient:
     from ..adapters.kube import load_kube_config
 
     try:
-        api_client = load_kube_config()
+        api_client = load_kube_config(settings.api_timeout_seconds)
     except (config.ConfigException, OSError) as err:
         raise StartupError(
             "no Kubernetes credentials: not in a pod with a ServiceAccount token, and no "

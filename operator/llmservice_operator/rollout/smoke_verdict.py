@@ -11,7 +11,8 @@ The adapter sends :func:`smoke_requests` in order to the candidate's preview Ser
 
 A 503 (vLLM's answer while the model is still loading) or a connection failure is
 *retryable*: the step machine asks again until the progress deadline. Anything else that fails
-is a verdict on the candidate, and the rollout rolls back.
+is a verdict on the candidate, and the rollout rolls back: a stream cut short (larger or slower
+than the adapter allows) too.
 """
 
 from __future__ import annotations
@@ -60,6 +61,8 @@ class SmokeObservation:
     first_token_seconds: float | None = None
     """Seconds from sending the request to the first chunk carrying text."""
     error: str | None = None
+    """Why no response came (``status`` None), or why a 200's stream was cut short (it was too
+    large or too slow: a failed verdict)."""
     body: str = ""
     """The body of a non-200 answer (for the message)."""
 
@@ -149,6 +152,8 @@ def judge_smoke(
         if obs.status != 200:
             msg = f"{request.name}: HTTP {obs.status} {obs.body[:200]}".rstrip()
             return SmokeResult(False, False, msg, tuple(details))
+        if obs.error is not None:  # cut short: too large or too slow
+            return SmokeResult(False, False, f"{request.name}: {obs.error}", tuple(details))
         text, finish, problem = _judge_stream(obs.chunks)
         if problem is not None:
             return SmokeResult(False, False, f"{request.name}: {problem}", tuple(details))
