@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The integration suite in its two groups, on one local cluster (docs/testing.md):
-#   1. parallel: every test not marked `serial`, on IT_WORKERS pytest-xdist workers (default 4),
+#   1. parallel: every test not marked `serial`, on IT_WORKERS pytest-xdist workers (default 3),
 #      each test in its own namespace; tests sharing an xdist_group run on one worker;
 #   2. serial: the tests marked `serial`, with no wait-bound test beside them, on 2 workers:
 #      xdist_group "real-engine" (the real vLLM engine: one test at a time) on one, and
@@ -11,7 +11,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BIN="${BIN:-.venv/bin}"
-WORKERS="${IT_WORKERS:-4}"
+WORKERS="${IT_WORKERS:-3}"
 REPORTS="${REPORTS:-.reports}"
 mkdir -p "${REPORTS}"
 

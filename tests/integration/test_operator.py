@@ -18,8 +18,12 @@ EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
 def _example_param(path: Path) -> Any:
     """An example as a test parameter: one that runs the real CPU engine is in the serial
     group (docs/testing.md), the others run side by side."""
-    real_engine = "LLMSERVICE_SIM_ENGINE, value: vllm" in path.read_text()
-    marks = [pytest.mark.serial, pytest.mark.xdist_group("real-engine")] if real_engine else []
+    text = path.read_text()
+    marks: list[Any] = []
+    if "LLMSERVICE_SIM_ENGINE, value: vllm" in text:  # the real CPU engine
+        marks = [pytest.mark.serial, pytest.mark.xdist_group("real-engine")]
+    elif "topologyKey:" in text:  # a multi-node group: whole nodes of one zone, held by others
+        marks = [pytest.mark.serial, pytest.mark.xdist_group("cluster-wide")]
     return pytest.param(path, id=path.stem, marks=marks)
 
 

@@ -143,12 +143,13 @@ def bucket(seconds: float) -> int:
     return len(TIME_TO_FIRST_TOKEN_BUCKETS)
 
 
-def p99(histogram: str, selector: str, since: float | None = None) -> str:
-    """PromQL: p99 of ``histogram`` over every observation (or those after ``since``)."""
+def p99(histogram: str, selector: str, since: float | None = None, quantile: float = 0.99) -> str:
+    """PromQL: p99 (or ``quantile``) of ``histogram`` over every observation (or those after
+    ``since``)."""
     buckets = f"sum by (le) ({histogram}_bucket{{{selector}}})"
     if since is not None:
         buckets = f"{buckets} - sum by (le) ({histogram}_bucket{{{selector}}} @ {since:.3f})"
-    return f"histogram_quantile(0.99, {buckets})"
+    return f"histogram_quantile({quantile:g}, {buckets})"
 
 
 class Steps:
@@ -259,13 +260,17 @@ def test_live_pods_are_scraped_and_loaded(
         # The first traffic: the cumulative histograms hold exactly this phase.
         calm_queue_p99 = value(cluster, p99(names.queue_time, selector))
         calm_p99 = value(cluster, p99(names.ttft, selector))
+        calm_p90 = value(cluster, p99(names.ttft, selector, quantile=0.9))
         assert calm_p99 is not None and calm.ttft_s.p99 is not None
+        assert calm_p90 is not None and calm.ttft_s.p90 is not None
         # The gauge is read at scrape time: a request that arrived during the engine step in
         # flight counts as waiting until that step ends. A queue would be more than that.
         assert calm_waiting is not None and calm_waiting <= 1
         assert calm_queue_p99 is not None and calm_queue_p99 < 0.5
-        # Client-side and PromQL p99 agree: same or neighbouring histogram bucket.
-        assert abs(bucket(calm.ttft_s.p99) - bucket(calm_p99)) <= 1, (calm.ttft_s.p99, calm_p99)
+        # Client-side and PromQL agree: same or neighbouring histogram bucket. At p90: of ~130
+        # calm requests the p99 is the second slowest, and one 50 ms stall of the client's
+        # process (x10 on the simulators' clock) moves it two buckets on a busy machine.
+        assert abs(bucket(calm.ttft_s.p90) - bucket(calm_p90)) <= 1, (calm.ttft_s.p90, calm_p90)
 
         # Above capacity (2.5x, open loop): the queue builds and TTFT p99 grows.
         burst = load(cluster, source, rate=15.0, duration=20)
