@@ -2,9 +2,8 @@
 # The integration suite in its two groups, on one local cluster (docs/testing.md):
 #   1. parallel: every test not marked `serial`, on IT_WORKERS pytest-xdist workers (default 3),
 #      each test in its own namespace; tests sharing an xdist_group run on one worker;
-#   2. serial: the tests marked `serial`, with no wait-bound test beside them, on 2 workers:
-#      xdist_group "real-engine" (the real vLLM engine: one test at a time) on one, and
-#      "cluster-wide" (tests that change what every test shares: a CRD, the nodes) on the other.
+#   2. serial: the tests marked `serial`, one at a time with nothing else running (the real
+#      engine; tests that hold or change what every test shares: a CRD, whole GPU nodes).
 # The cluster is started once before both groups and stopped after them, unless it was already
 # up (then it is left running). Arguments go to both pytest runs (a file, -k, ...); a group that
 # selects no test is not a failure. Each group's JUnit XML goes to $REPORTS (default .reports/).
@@ -40,5 +39,5 @@ run_group() { # name, pytest args...
 
 rc=0
 run_group parallel -m "not serial" -n "${WORKERS}" --dist loadgroup "$@" || rc=1
-run_group serial -m serial -n 2 --dist loadgroup "$@" || rc=1
+run_group serial -m serial "$@" || rc=1
 exit "${rc}"

@@ -204,7 +204,6 @@ def test_loopback_pod_ips_are_not_published_as_endpoints(kubectl: Kubectl, names
 
 @pytest.mark.cluster
 @pytest.mark.serial  # it fills the H100 nodes: a test beside it would find none free
-@pytest.mark.xdist_group("cluster-wide")
 def test_gpu_capacity_is_enforced(kubectl: Kubectl, namespace: str) -> None:
     # 6 H100 nodes x 8 GPUs: seven 8-GPU replicas cannot all fit (other tests may hold some).
     apply(kubectl, namespace, gpu_deployment("big", 7, H100, gpus=8))

@@ -111,7 +111,6 @@ def _runner_pods(cluster: ClusterInfo, namespace: str) -> list[dict[str, Any]]:
 
 @pytest.mark.cluster
 @pytest.mark.serial  # whole H100 nodes, two of a zone: tests beside it hold GPUs on every node
-@pytest.mark.xdist_group("cluster-wide")
 def test_a_leaderworkerset_group_comes_up_with_one_simulator_on_its_leader(
     cluster: ClusterInfo, kubectl: Kubectl, namespace: str
 ) -> None:
@@ -184,7 +183,6 @@ def multinode_service(namespace: str) -> dict[str, Any]:
 
 @pytest.mark.cluster
 @pytest.mark.serial  # its two groups and a canary group take all six H100 nodes
-@pytest.mark.xdist_group("cluster-wide")
 def test_a_multinode_llmservice_is_available_canaries_group_by_group_and_scales(
     cluster: ClusterInfo, kubectl: Kubectl, namespace: str, operators: OperatorFactory
 ) -> None:

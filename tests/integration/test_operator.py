@@ -19,11 +19,10 @@ def _example_param(path: Path) -> Any:
     """An example as a test parameter: one that runs the real CPU engine is in the serial
     group (docs/testing.md), the others run side by side."""
     text = path.read_text()
-    marks: list[Any] = []
-    if "LLMSERVICE_SIM_ENGINE, value: vllm" in text:  # the real CPU engine
-        marks = [pytest.mark.serial, pytest.mark.xdist_group("real-engine")]
-    elif "topologyKey:" in text:  # a multi-node group: whole nodes of one zone, held by others
-        marks = [pytest.mark.serial, pytest.mark.xdist_group("cluster-wide")]
+    # The real CPU engine; or a multi-node group (whole H100 nodes of one zone, which the H100
+    # services of tests beside it would hold).
+    serial = "LLMSERVICE_SIM_ENGINE, value: vllm" in text or "topologyKey:" in text
+    marks = [pytest.mark.serial] if serial else []
     return pytest.param(path, id=path.stem, marks=marks)
 
 

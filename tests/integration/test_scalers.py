@@ -146,7 +146,6 @@ def _degraded_is(
 
 
 @pytest.mark.serial  # it deletes KEDA's CRD, which the tests beside it would miss
-@pytest.mark.xdist_group("cluster-wide")
 def test_an_api_removed_after_discovery_is_treated_as_missing(
     cluster: ClusterInfo,
     namespace: str,
@@ -190,7 +189,6 @@ def test_an_api_removed_after_discovery_is_treated_as_missing(
 
 
 @pytest.mark.serial  # it deletes KEDA's CRD, which the tests beside it would miss
-@pytest.mark.xdist_group("cluster-wide")
 def test_a_reinstalled_scaler_api_is_noticed_without_a_restart(
     cluster: ClusterInfo,
     namespace: str,
