@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The integration suite in its two groups, on one local cluster (docs/testing.md):
 #   1. parallel: every test not marked `serial`, on IT_WORKERS pytest-xdist workers (default 3),
-#      each test in its own namespace; tests sharing an xdist_group run on one worker;
+#      each test in its own namespace;
 #   2. serial: the tests marked `serial`, one at a time with nothing else running (the real
 #      engine; tests that hold or change what every test shares: a CRD, whole GPU nodes).
 # The cluster is started once before both groups and stopped after them, unless it was already
