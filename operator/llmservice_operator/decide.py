@@ -323,6 +323,7 @@ def _decide_valid(
             revision_spec=_revision_spec(body),
             measurement=measurement,
             smoke=smoke,
+            load_tests_ready=observed.load_tests_ready() if load_test is not None else None,
         )
     )
     decision = Decision(

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .render.labels import REVISION
+from .render.load_test import LOAD_REVISION
 
 #: The kinds a revision's workload may be (kind -> apiVersion): a Deployment, or a LeaderWorkerSet when a replica
 #: spans nodes (render/multinode.py). Both are named ``<service>-<revision>`` and carry
@@ -59,3 +60,14 @@ class ObservedState:
                 if revision:
                     found[revision] = obj
         return found
+
+    def load_tests_ready(self) -> frozenset[str]:
+        """Revisions whose blueGreen load test Job (render/load_test.py) has a Ready pod."""
+        found: set[str] = set()
+        for (kind, _name), obj in self.owned.items():
+            template = (obj.get("spec") or {}).get("template") or {}
+            labels = (template.get("metadata") or {}).get("labels") or {}
+            revision = labels.get(LOAD_REVISION)
+            if kind == "Job" and revision and int((obj.get("status") or {}).get("ready") or 0):
+                found.add(revision)
+        return frozenset(found)

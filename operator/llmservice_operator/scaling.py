@@ -24,6 +24,7 @@ from .autoscale import (
     decide_replicas,
     history_from_status,
 )
+from .autoscale.policy import JUST_READY_SECONDS
 from .autoscale.schedule import scheduled_bounds
 from .service_plan import ServicePlan
 from .sizing import (
@@ -191,14 +192,21 @@ def evaluate_scaling(
     current = max(lowest, min(highest, current))
     ages = {p["metadata"]["name"]: ready_seconds(p, now) for p in pods}
     per_pod = None
+    just_ready = 0
     if samples is not None:
         per_pod = [replace(samples[n], ready_seconds=ages.get(n)) for n in ready if n in samples]
+        just_ready = sum(
+            1
+            for n in ready
+            if n not in samples and (age := ages.get(n)) is not None and age < JUST_READY_SECONDS
+        )
     inputs = ScalingInputs(
         now=now.timestamp(),
         ready=len(ready),
         loading=loading,
         current=current,
         samples=per_pod,
+        just_ready=just_ready,
         history=history_from_status(previous),
         arrival_rate=arrival_rate,
         arrival_rate_missing=arrival_error is not None,

@@ -136,3 +136,25 @@ def test_a_pod_ready_for_less_than_a_minute_teaches_no_throughput() -> None:
         out = evaluate_scaling(SPEC, 8, first.status, [pod(ready_since)], busy, None, later)
         learned = [r for r in out.status.recommendations if "=@" in r]
         assert bool(learned) == learns, (ready_since, out.status.recommendations)
+
+
+def test_replicas_that_just_turned_ready_unsampled_do_not_inherit_the_old_backlog() -> None:
+    """CI, 7 December: two replicas turned Ready while the one serving held 3 waiting; the
+    scrape had not reached them yet. Extrapolated over 3 replicas the backlog read 9 waiting
+    (3 each, over the target of 2) and added a fourth at the moment capacity arrived. Unsampled
+    replicas Ready for seconds hold nothing yet; ones Ready for minutes still count like the
+    sampled ones."""
+    old = NOW - timedelta(seconds=300)
+
+    def pod(name: str, ready_since: datetime) -> dict[str, Any]:
+        ready = {"type": "Ready", "status": "True", "lastTransitionTime": to_rfc3339(ready_since)}
+        return {"metadata": {"name": name}, "status": {"phase": "Running", "conditions": [ready]}}
+
+    busy = {"a": ReplicaSample(waiting=3, running=4, kv_cache_usage=0.05)}
+    previous = evaluate_scaling(SPEC, 4, None, [pod("a", old)], busy, None, NOW).status
+    previous = previous.model_copy(update={"desired_replicas": 3})
+    later = NOW + timedelta(seconds=15)
+    for since, total in ((later - timedelta(seconds=2), 3), (old, 4)):
+        pods = [pod("a", old), pod("b", since), pod("c", since)]
+        out = evaluate_scaling(SPEC, 4, previous, pods, busy, None, later)
+        assert out.total == total, (since, out.status.recommendations)

@@ -76,7 +76,8 @@ Rules
 * **Missing data** never scales down: no samples at all holds the current count (decision
   flagged ``degraded``); samples from only some ready replicas, or an arrival rate whose
   source did not answer (``arrival_rate_missing``), may scale up (the missing replicas are
-  assumed to look like the others) but not down.
+  assumed to look like the others, except those Ready for under :data:`JUST_READY_SECONDS`:
+  nothing has queued on them yet) but not down.
 * **Bounds** win over everything: the result is always within ``[min_replicas, max_replicas]``.
 * **Scale to zero** (``min_replicas: 0``): recommended only when nothing runs, nothing waits and
   no request arrives (``arrival_rate == 0``; an unknown rate never counts as idle), so the
@@ -381,6 +382,10 @@ class ScalingInputs:
     """Requests held upstream with no replica to take them (an activator, while at zero)."""
     arrival_rate: float | None = None
     """Requests/s reaching the service over about the last minute; None when not measured."""
+    just_ready: int = 0
+    """Ready replicas without a sample that turned Ready under :data:`JUST_READY_SECONDS` ago
+    (the next scrape finds them): nothing has queued on them yet, so the samples are not
+    extrapolated over them (the old replicas' backlog stays where it is)."""
     arrival_rate_missing: bool = False
     """The arrival rate is measured for this service but its source did not answer: like
     samples missing from some replicas, the decision may scale up but never down (at zero
@@ -389,9 +394,11 @@ class ScalingInputs:
     def __post_init__(self) -> None:
         if not math.isfinite(self.now):
             raise ValueError(f"now must be finite, got {self.now}")
-        for name in ("ready", "loading", "current", "gateway_waiting"):
+        for name in ("ready", "loading", "current", "gateway_waiting", "just_ready"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+        if self.just_ready > self.ready:
+            raise ValueError(f"just_ready ({self.just_ready}) exceeds ready ({self.ready})")
         rate = self.arrival_rate
         if rate is not None and not (rate >= 0 and math.isfinite(rate)):
             raise ValueError(f"arrival_rate must be a finite number >= 0, got {rate}")
@@ -504,6 +511,11 @@ LEARNING_RATE = 0.2
 #: noisy load at a threshold from flapping however many replicas (one replica is 3% of 34)
 #: and a one-minute rate's noise from undoing a scale-down.
 DOWN_TOLERANCE = 0.15
+#: A Ready replica without a sample, Ready for less than this, is taken as empty rather than
+#: like the sampled ones: two evaluation intervals of the default 15 s, so the scrape has had
+#: its chance. (Extrapolating the old replicas' backlog over replicas that just turned Ready
+#: added a replica at the very moment the capacity arrived.)
+JUST_READY_SECONDS = 30.0
 
 
 def estimate_load(
@@ -516,8 +528,10 @@ def estimate_load(
     now: float | None = None,
     saturated_since: float | None = None,
     learned_capacity: TokenCapacity | None = None,
+    just_ready: int = 0,
 ) -> LoadEstimate:
-    """The load model over ``samples`` (extrapolated to ``ready`` replicas when some lack one).
+    """The load model over ``samples`` (extrapolated to ``ready`` replicas when some lack one,
+    except the ``just_ready`` ones: they hold nothing yet).
 
     ``saturated_since`` is when the replicas began queueing beyond the target (the history's):
     at ``now`` a minute later their completion rates teach ``mu``, and their token rates the
@@ -545,7 +559,7 @@ def estimate_load(
     throughput, capacity, source = _throughput(
         capacity_now or learned_capacity, learned_now or learned_throughput, prior, mix
     )
-    fleet = _fleet(config, samples, ready, gateway_waiting, arrival_rate, completions)
+    fleet = _fleet(config, samples, (ready, just_ready), gateway_waiting, arrival_rate, completions)
     demand = _Demand(fleet, throughput)
     n_fit = _fewest_replicas(config, demand, 1.0, headroom=True)
     n_base = _fewest_replicas(config, demand, 1.0, headroom=False)
@@ -666,11 +680,13 @@ class _Fleet:
 def _fleet(
     config: PolicyConfig,
     samples: Sequence[ReplicaSample],
-    ready: int,
+    counts: tuple[int, int],
     gateway_waiting: int,
     arrival_rate: float | None,
     completions: Sequence[float],
 ) -> _Fleet:
+    """``counts``: the Ready replicas, and how many of them just turned Ready unsampled."""
+    ready, just_ready = counts
     fulls: list[float] = []
     running = waiting = kv_total = 0.0
     kv_count = 0
@@ -684,8 +700,9 @@ def _fleet(
         fulls.append(max(1.0, full))
         running += s.running
         waiting += s.waiting
-    scale = ready / len(samples) if samples and ready > len(samples) else 1.0
-    kv_scale = ready / kv_count if kv_count and ready > kv_count else 1.0
+    like_sampled = ready - just_ready
+    scale = like_sampled / len(samples) if samples and like_sampled > len(samples) else 1.0
+    kv_scale = like_sampled / kv_count if kv_count and like_sampled > kv_count else 1.0
     if arrival_rate is None and samples and len(completions) == len(samples):
         arrival_rate = sum(completions) * scale
     return _Fleet(
@@ -815,6 +832,7 @@ def _estimate(config: PolicyConfig, inputs: ScalingInputs) -> LoadEstimate:
         inputs.now,
         history.saturated_since,
         learned.capacity if learned else None,
+        inputs.just_ready,
     )
 
 

@@ -25,10 +25,12 @@ from typing import Any
 from .labels import MANAGED_BY
 from .objects import RenderInput, _render
 
-__all__ = ["LOAD_TEST_LABEL", "LoadTestRuntime", "load_test_job"]
+__all__ = ["LOAD_REVISION", "LOAD_TEST_LABEL", "LoadTestRuntime", "load_test_job"]
 
 #: On the load test's pods (and Job), with the service's name.
 LOAD_TEST_LABEL = "llmservice.dev/load-test"
+#: The pod label naming the revision a load test Job sends to.
+LOAD_REVISION = "llmservice.dev/load-revision"
 #: The environment variable the Job's container reads the API key from.
 API_KEY_ENV = "LLMSERVICE_LOAD_API_KEY"
 
@@ -93,7 +95,7 @@ def load_test_job(
             "app.kubernetes.io/component": "load-test",
             "app.kubernetes.io/managed-by": MANAGED_BY,
         },
-        pod_labels={LOAD_TEST_LABEL: render_input.name, "llmservice.dev/load-revision": revision},
+        pod_labels={LOAD_TEST_LABEL: render_input.name, LOAD_REVISION: revision},
         image=runtime.image,
         pull_policy=runtime.pull_policy,
         args=args,

@@ -152,6 +152,11 @@ CONTROL_ANNOTATIONS: tuple[str, ...] = (
 )
 #: Seconds between smoke-test attempts while the candidate answers 503 or cannot be reached.
 SMOKE_RETRY_SECONDS = 10
+#: A pre-promotion analysis that judges blueGreen's load test starts once the load test's pod
+#: is Ready, waiting at most this long from its step's start (then it starts anyway: no data
+#: is what its measurements then say), and looks again every LOAD_TEST_POLL_SECONDS.
+LOAD_TEST_START_SECONDS = 120
+LOAD_TEST_POLL_SECONDS = 5
 _HISTORY_LIMIT = 10
 #: The background analysis' checks are asked for (``RolloutDecision.measure``) under these keys.
 BACKGROUND_PREFIX = "background/"
@@ -308,6 +313,9 @@ class RolloutInput:
     """Results of the checks a previous call asked for (:attr:`RolloutDecision.measure`)."""
     smoke: SmokeResult | None = None
     """Result of the smoke test a previous call asked for (:attr:`RolloutDecision.smoke`)."""
+    load_tests_ready: frozenset[str] | None = None
+    """Revisions whose blueGreen load test Job has a Ready pod; None when not observed (the
+    operator runs no load test): then no analysis waits for one."""
 
 
 @dataclass(frozen=True)
@@ -1203,6 +1211,8 @@ class _Machine:
         if run is not None and from_rfc3339(run.started_at) < self.step_started():
             run = None  # the last run belongs to an earlier step
         if run is None:
+            if self.waits_for_load_test(index, candidate):
+                return "wait"
             run = start_run(self.now, policy)
             self.event("Normal", "AnalysisStarted", f"{self.where(index)}: {policy.describe()}")
         before = run.phase
@@ -1239,6 +1249,25 @@ class _Machine:
             return "wait"
         reason = "AnalysisError" if run.phase == "Error" else "AnalysisFailed"
         return _Fail(reason, run.message)
+
+    def waits_for_load_test(self, index: int, candidate: str) -> bool:
+        """True while this step's analysis waits for the load test it judges to start sending
+        (its pod Ready), at most :data:`LOAD_TEST_START_SECONDS` from the step's start: a
+        measurement before it would find no traffic and pause the rollout."""
+        ready = self.given.load_tests_ready
+        if ready is None or candidate in ready:
+            return False
+        if self.load_test_target(candidate, index) != candidate:
+            return False
+        until = self.step_started() + timedelta(seconds=LOAD_TEST_START_SECONDS)
+        if self.now >= until:
+            return False
+        self.update_rollout(
+            message=f"{self.where(index)}: waiting for the load test's pod to be Ready before "
+            f"the analysis starts (at most until {to_rfc3339(until)})"
+        )
+        self.wake.append(min(until, self.now + timedelta(seconds=LOAD_TEST_POLL_SECONDS)))
+        return True
 
     def target(self, candidate: str, policy: AnalysisPolicy) -> AnalysisTarget:
         return AnalysisTarget(

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from aiohttp import web
@@ -18,6 +18,7 @@ from llmservice_operator.loadgen.schedule import RateSchedule
 from llmservice_operator.observed import ObservedState
 from llmservice_operator.render.labels import REVISION, SERVICE
 from llmservice_operator.render.load_test import LOAD_TEST_LABEL, LoadTestRuntime
+from llmservice_operator.rollout.machine import LOAD_TEST_START_SECONDS
 from llmservice_operator.sizing import load_catalog
 
 NOW = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
@@ -190,3 +191,33 @@ def test_the_load_generator_sends_the_api_key_as_clients_do() -> None:
     asyncio.run(main())
     assert seen and set(seen) == {"Bearer s3cret"}  # /v1/models too
     assert "s3cret" not in repr(LoadConfig(schedule=RateSchedule.constant(1, 1), api_key="s3cret"))
+
+
+def reasons(decision: Any) -> list[str]:
+    return [e.reason for e in decision.events]
+
+
+def test_the_pre_promotion_analysis_starts_once_the_load_tests_pod_is_ready() -> None:
+    """CI, 7 December: on a loaded machine the load test's pod sent nothing before the first
+    measurement, which found no data and paused the rollout. The analysis now starts when the
+    Job shows a Ready pod, and at most LOAD_TEST_START_SECONDS after its step began."""
+    changed, observed, _ = at_pre_promotion()
+    waiting = decide(changed, observed, CATALOG, NOW, "", load_test=RUNTIME)
+    assert "AnalysisStarted" not in reasons(waiting), reasons(waiting)
+    assert "waiting for the load test" in waiting.status["rollout"]["message"]
+    assert waiting.requeue_at is not None and waiting.requeue_at <= NOW + timedelta(seconds=5)
+    [job] = jobs(waiting)  # the Job it waits for is made meanwhile
+    observed.owned[("Job", job["metadata"]["name"])] = {**job, "status": {"active": 1}}
+    still = decide(changed, observed, CATALOG, NOW, "", load_test=RUNTIME)
+    assert "AnalysisStarted" not in reasons(still)
+    observed.owned[("Job", job["metadata"]["name"])] = {**job, "status": {"active": 1, "ready": 1}}
+    started = decide(changed, observed, CATALOG, NOW, "", load_test=RUNTIME)
+    assert "AnalysisStarted" in reasons(started), reasons(started)
+    # bounded: a load test that never starts holds the analysis two minutes, not for ever
+    del observed.owned[("Job", job["metadata"]["name"])]
+    late = NOW + timedelta(seconds=LOAD_TEST_START_SECONDS)
+    assert "AnalysisStarted" in reasons(
+        decide(changed, observed, CATALOG, late, "", load_test=RUNTIME)
+    )
+    # no load test run by the operator (no image to run it): nothing to wait for
+    assert "AnalysisStarted" in reasons(decide(changed, observed, CATALOG, NOW, ""))
