@@ -66,7 +66,7 @@ test-all: lint typecheck check-crds test-unit test-integration
 
 test-unit: install-python
 	@rm -f $(REPORTS)/unit.xml
-	$(TIMED) unit $(BIN)/pytest tests/unit -q -p no:cacheprovider -n 2 --durations=5 \
+	$(TIMED) unit $(BIN)/pytest tests/unit -q -p no:cacheprovider -n 2 --dist loadfile --durations=5 \
 	  --junitxml=$(REPORTS)/unit.xml
 
 # docs/testing.md: the parallel group on IT_WORKERS workers, then the serial group.

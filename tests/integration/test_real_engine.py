@@ -26,6 +26,7 @@ from llmservice_dev.localcluster import ClusterInfo
 
 from .conftest import Kubectl
 from .operator_fixtures import ROOT, OperatorFactory, wait_for
+from .test_operator import assert_example_available
 from .test_rollouts import Cluster, Steps
 
 pytestmark = [pytest.mark.cluster, pytest.mark.serial]
@@ -118,23 +119,24 @@ def test_tiny_service_available_then_a_flag_change_promoted_on_real_analysis(
     kubectl: Kubectl,
     operators: OperatorFactory,
 ) -> None:
-    """(a) The tiny service becomes Available through the real engine's startup and readiness
-    probes, and `kubectl get llms` shows it. (b) A canary to a revision that changes an engine
-    flag passes the real smoke test and the real Prometheus analysis of the engine's own
-    histograms, and is promoted."""
+    """(a) The tiny example, applied unchanged, becomes Available through the real engine's
+    startup and readiness probes, sized as its status says, and `kubectl get llms` shows it
+    (test_operator's check of every example). (b) With a canary rollout and an SLO added, a
+    revision that changes an engine flag passes the real smoke test and the real Prometheus
+    analysis of the engine's own histograms, and is promoted."""
     step = Steps()
     operators.start(namespace, LLMSERVICE_PROMETHEUS_URL=cluster.prometheus_url)
+    example = tiny(namespace)
+    kube.apply(example)
+    assert_example_available(kubectl, kube.get, example, 240)
+    step("the tiny-llama-cpu example Available")
     doc = tiny(namespace, scaling=MANUAL, replicas=1, rollout=canary(), slo=SLO)
-    kube.apply(doc)
-    kube.wait_available(NAME, timeout=240)
-    step("tiny-llama Available")
+    kube.apply(doc)  # the rollout, the SLO and a manual count: no new revision
     [pod] = runner_pods(cluster, namespace)
     assert pod["engine"] == "vllm" and pod["ready"], pod
     with urllib.request.urlopen(f"http://{pod['ip']}:{pod['port']}/metrics", timeout=5) as resp:
         exposition = resp.read().decode()
     assert "vllm:cache_config_info" in exposition  # the real engine's, not the simulator's
-    table = kubectl("-n", namespace, "get", "llms", NAME).stdout
-    assert "llmservice-dev/tiny-llama" in table and "Available" in table
     stable = kube.revisions(NAME)["stable"]
 
     with ExitStack() as stack:

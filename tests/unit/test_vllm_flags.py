@@ -297,18 +297,20 @@ def multinode(
     """Per judge: every pod of a 2-node and a 4-node group (rendered for that judge's version,
     and for the default version judged by 0.32, as above), and what its parser made of it."""
     tmp = tmp_path_factory.mktemp("multinode")
-    judged: dict[str, list[tuple[GroupMember, dict[str, Any]]]] = {}
+    members: dict[str, list[GroupMember]] = {}
     for judge, rendered_for in ((ENGINE, ENGINE), (DEFAULT, DEFAULT), (ENGINE, DEFAULT)):
-        members = []
         for nodes in (2, 4):
             plan = _multinode_plan(tmp, rendered_for, nodes)
             leader = _container(plan, "leaderTemplate")["args"]
             worker = _container(plan, "workerTemplate")["args"]
-            members.append(GroupMember(plan, 0, _expanded(leader, 0)))
-            members += [GroupMember(plan, r, _expanded(worker, r)) for r in range(1, nodes)]
-        report = _check(judge, [m.args for m in members])
-        judged.setdefault(judge, []).extend(zip(members, report["results"], strict=True))
-    return judged
+            group = [GroupMember(plan, 0, _expanded(leader, 0))]
+            group += [GroupMember(plan, r, _expanded(worker, r)) for r in range(1, nodes)]
+            members.setdefault(judge, []).extend(group)
+    # One checker run per parser (each imports vLLM: seconds).
+    return {
+        judge: list(zip(group, _check(judge, [m.args for m in group])["results"], strict=True))
+        for judge, group in members.items()
+    }
 
 
 @pytest.mark.parametrize("judge", [ENGINE, DEFAULT])
