@@ -121,17 +121,15 @@ def test_tiny_service_available_then_a_flag_change_promoted_on_real_analysis(
 ) -> None:
     """(a) The tiny example, applied unchanged, becomes Available through the real engine's
     startup and readiness probes, sized as its status says, and `kubectl get llms` shows it
-    (test_operator's check of every example). (b) With a canary rollout and an SLO added, a
-    revision that changes an engine flag passes the real smoke test and the real Prometheus
-    analysis of the engine's own histograms, and is promoted."""
+    (test_operator's check of every example). (b) One edit adds a canary rollout, an SLO and a
+    manual count, and changes an engine flag: the new revision passes the real smoke test and
+    the real Prometheus analysis of the engine's own histograms, and is promoted."""
     step = Steps()
     operators.start(namespace, LLMSERVICE_PROMETHEUS_URL=cluster.prometheus_url)
     example = tiny(namespace)
     kube.apply(example)
     assert_example_available(kubectl, kube.get, example, 240)
     step("the tiny-llama-cpu example Available")
-    doc = tiny(namespace, scaling=MANUAL, replicas=1, rollout=canary(), slo=SLO)
-    kube.apply(doc)  # the rollout, the SLO and a manual count: no new revision
     [pod] = runner_pods(cluster, namespace)
     assert pod["engine"] == "vllm" and pod["ready"], pod
     with urllib.request.urlopen(f"http://{pod['ip']}:{pod['port']}/metrics", timeout=5) as resp:
@@ -139,9 +137,12 @@ def test_tiny_service_available_then_a_flag_change_promoted_on_real_analysis(
     assert "vllm:cache_config_info" in exposition  # the real engine's, not the simulator's
     stable = kube.revisions(NAME)["stable"]
 
+    # The SLO is part of a revision (it sizes the replica): one edit, one candidate.
+    doc = tiny(namespace, scaling=MANUAL, replicas=1, rollout=canary(), slo=SLO)
+    doc["spec"]["engine"]["maxNumSeqs"] = 6
     with ExitStack() as stack:
+        kube.apply(doc)
         load = stack.enter_context(background_load(cluster, namespace, rate=3, output_tokens=16))
-        set_engine(kube, {**doc["spec"]["engine"], "maxNumSeqs": 6})
         candidate = kube.wait_candidate(NAME)
         step(f"candidate {candidate}")
         wait_for(
