@@ -1,5 +1,6 @@
 """The shipped operator on the local cluster: its image, installed by its Helm chart on the real
-kubelet node, under the chart's ServiceAccount and ClusterRole (never the admin kubeconfig).
+kubelet node, under the chart's ServiceAccount and RBAC (never the admin kubeconfig): its
+namespaced mode, a Role in the watched namespace and only cluster-scoped reads cluster-wide.
 
 Each ``operators.start(namespace)`` is one Helm release watching that namespace. Releases of
 one namespace share a Lease, so a restart is a new release that takes over where the last one

@@ -670,4 +670,9 @@ def test_no_data_pauses_restart_resumes_and_prometheus_errors_roll_back(
         assert_no_dropped_traffic(load["blind"], bad=candidate["blind"])
         step("traffic checked")
     finally:
+        # The release's rights in `dark` are a Role there, deleted with the namespace: its
+        # operator stops first, or its next request there is refused (403).
+        for op in operators.started:
+            if op.watched == dark:
+                op.stop()
         kubectl("delete", "namespace", dark, "--wait=false", "--ignore-not-found", check=False)

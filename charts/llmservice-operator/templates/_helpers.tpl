@@ -15,6 +15,10 @@ app.kubernetes.io/name: llmservice-operator
 app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
 
+{{- define "llmservice-operator.leaseName" -}}
+{{- .Values.leaderElection.leaseName | default (include "llmservice-operator.fullname" .) -}}
+{{- end -}}
+
 {{- define "llmservice-operator.serviceAccount" -}}
 {{- default (include "llmservice-operator.fullname" .) .Values.serviceAccount.name -}}
 {{- end -}}

@@ -1,8 +1,10 @@
 """The only code that talks to the Kubernetes API.
 
-Every call the operator makes is here. The Helm chart's ClusterRole grants exactly what these
-calls (and kopf's watches) need: the integration suite runs the chart-installed operator under
-it and fails on any request the API server refuses (its audit log).
+Every call the operator makes is here. The Helm chart's RBAC grants exactly what these calls
+(and kopf's watches) need: with LLMSERVICE_NAMESPACES set, every call is namespaced (one watch
+per kind and namespace, reads and writes in the service's namespace) and only kopf lists and
+watches CRDs and namespaces cluster-wide. The integration suite runs the chart-installed
+operator (namespaced) and fails on any request the API server refuses (its audit log).
 """
 
 from __future__ import annotations
