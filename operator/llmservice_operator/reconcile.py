@@ -43,6 +43,7 @@ from .adapters.scaling_metrics import (
     samples_from_pods,
 )
 from .adapters.smoke import run_smoke
+from .adoption import Claimed, check_names
 from .api import LLMService, SpecError, parse_llmservice
 from .api.status import AutoscalingStatus
 from .api.timestamps import from_rfc3339
@@ -54,6 +55,7 @@ from .decide import Decision, decide, referenced_secrets
 from .events import Event
 from .laps import Laps
 from .observed import WORKLOAD_KINDS, ObservedState
+from .ownership import only_ours
 from .render.labels import REVISION
 from .render.load_test import LoadTestRuntime
 from .rollout import (
@@ -101,7 +103,12 @@ class KubeApi(Protocol):
 
     def observe(self, namespace: str, name: str, secret_names: list[str]) -> ObservedState: ...
     def apply(self, obj: dict[str, Any]) -> dict[str, Any] | None: ...
-    def delete(self, api_version: str, kind: str, namespace: str, name: str) -> None: ...
+    def existing(
+        self, api_version: str, kind: str, namespace: str, name: str
+    ) -> dict[str, Any] | None: ...
+    def delete(
+        self, api_version: str, kind: str, namespace: str, name: str, uid: str | None = None
+    ) -> None: ...
     def scale_deployment(
         self, namespace: str, name: str, replicas: int, kind: str = "Deployment"
     ) -> None: ...
@@ -148,6 +155,8 @@ class _Memory:
     error_events: dict[str, float] = field(default_factory=dict)
     #: When its first status was held back (once per service: the next reconcile writes it).
     first_status_held_at: datetime | None = None
+    #: Names looked up and found free or its own, until the watch cache has them (adoption.py).
+    claimed: Claimed = frozenset()
 
 
 def merge_patch(current: dict[str, Any], desired: dict[str, Any]) -> dict[str, Any]:
@@ -237,7 +246,10 @@ class Reconciler:
         meta = body["metadata"]
         key: Key = (meta["namespace"], meta["name"])
         memory = self._memory.setdefault(key, _Memory())
-        observed = self._kube.observe(key[0], key[1], referenced_secrets(body))
+        # Only what holds the service's uid is its own: a label is anyone's to set.
+        observed = only_ours(
+            self._kube.observe(key[0], key[1], referenced_secrets(body)), str(meta.get("uid") or "")
+        )
         laps.lap("observe")
         plan = self._plan(body, memory)
         laps.lap("plan")
@@ -261,7 +273,7 @@ class Reconciler:
                 return ReconcileResult([], False, 0, 0, None)
             decision = followed
         self._account_cost(body, observed, plan, decision, now)
-        written = self._act(key, body, decision, observed, memory, now)
+        decision, written = self._act(key, body, decision, observed, memory, now)
         applied = len(written)
         laps.lap("apply")
         if self._holds_first_status(body, decision, memory):
@@ -357,12 +369,16 @@ class Reconciler:
         observed: ObservedState,
         memory: _Memory,
         now: datetime,
-    ) -> list[dict[str, Any]]:
-        """Apply, scale and prune; the objects applied, as the API server returned them. A
+    ) -> tuple[Decision, list[dict[str, Any]]]:
+        """Apply, scale and prune; the decision as acted on (its writes held where a name is
+        another's: adoption.py), and the objects applied, as the API server returned them. A
         refusal (a quota, an admission webhook) is shown on the service, as a ReconcileError
         condition and a Warning Event, then raised (backoff)."""
         try:
-            applied = self._apply(decision, key[0], observed.missing_apis)
+            decision, memory.claimed = check_names(
+                self._kube.existing, body, decision, observed, memory.claimed, now
+            )
+            applied = self._apply(decision, key[0], observed)
             present = body["metadata"].get("annotations") or {}
             for annotation in decision.remove_annotations:
                 if annotation in present:  # a control acted on (rollout.CONTROL_ANNOTATIONS)
@@ -379,7 +395,7 @@ class Reconciler:
                 log.warning("%s/%s: status not written: %s", *key, _api_message(status_err))
             self._error_event(body, memory, message)
             raise
-        return applied
+        return decision, applied
 
     def _holds_first_status(
         self, body: dict[str, Any], decision: Decision, memory: _Memory
@@ -624,12 +640,12 @@ class Reconciler:
         return judge_smoke(requests_, observations)
 
     def _apply(
-        self, decision: Decision, namespace: str, missing_apis: set[str]
+        self, decision: Decision, namespace: str, observed: ObservedState
     ) -> list[dict[str, Any]]:
         written: list[dict[str, Any]] = []
         scale_ups = {n: r for n, r in decision.scale.items() if r > 0}
         for obj in decision.apply:
-            if obj["kind"] in missing_apis:
+            if obj["kind"] in observed.missing_apis:
                 continue  # reported as a Degraded condition by decide()
             applied = self._kube.apply(obj)
             if applied is not None:
@@ -656,8 +672,10 @@ class Reconciler:
                     namespace, dep_name, 0, kinds.get(dep_name, "Deployment")
                 )
         for api_version, kind, obj_name in decision.delete:
+            # Observed as its own (only_ours): deleted only if the name still holds that object.
+            uid = (observed.owned.get((kind, obj_name)) or {}).get("metadata", {}).get("uid")
             log.info("pruning %s %s/%s", kind, namespace, obj_name)
-            self._kube.delete(api_version, kind, namespace, obj_name)
+            self._kube.delete(api_version, kind, namespace, obj_name, uid)
         return written
 
     def _write_status(

@@ -137,20 +137,26 @@ def test_no_wildcards(values: tuple[str, ...]) -> None:
 
 def test_no_grant_the_code_never_uses() -> None:
     """The grants an earlier chart had and nothing calls: the scale subresource (the autoscaler
-    applies Deployment.spec.replicas), events.k8s.io (Events are core/v1) and every `get` of an
-    owned kind (the operator lists them by label)."""
+    applies Deployment.spec.replicas), events.k8s.io (Events are core/v1) and `get` of pods
+    (listed by label). An owned kind's `get` is used: a name not in the watch caches is read
+    before its first apply, to see whose it is (adoption refused)."""
     rules = _chart_rules()
     assert not {r for r in rules if r[1] in ("deployments/scale", "leaderworkersets/scale")}
     assert not {r for r in rules if r[0] == "events.k8s.io"}
-    owned = {"deployments", "services", "poddisruptionbudgets", "networkpolicies", "pods"}
-    assert not {r for r in rules if r[1] in owned and r[2] == "get"}
+    assert ("", "pods", "get") not in rules
 
 
 def test_every_owned_kind_is_granted_what_the_operator_does_with_it() -> None:
-    """Multi-node replicas: the LeaderWorkerSets are listed, watched, applied and pruned."""
+    """Every owned kind is read (whose a name is), listed, watched, applied and pruned."""
+    from llmservice_operator.adapters.kube import OWNED_KINDS
+
     rules = _chart_rules()
-    for verb in ("list", "watch", "create", "patch", "delete"):
-        assert ("leaderworkerset.x-k8s.io", "leaderworkersets", verb) in rules, verb
+    for api_version, kind in OWNED_KINDS:
+        group = api_version.rpartition("/")[0]
+        resource = {"PodDisruptionBudget": "poddisruptionbudgets",
+                    "NetworkPolicy": "networkpolicies"}.get(kind, kind.lower() + "s")  # fmt: skip
+        for verb in ("get", "list", "watch", "create", "patch", "delete"):
+            assert (group, resource, verb) in rules, (kind, verb)
 
 
 def test_cluster_mode_is_one_cluster_role_with_every_rule() -> None:

@@ -38,12 +38,17 @@ SMOKE_SECONDS = 40
 
 class FakeKube:
     """Holds one LLMService and what it applied; every Deployment is Ready at its size, with a
-    Ready pod per replica. Every write moves the written object's resourceVersion."""
+    Ready pod per replica. Every write moves the written object's resourceVersion. Objects
+    in ``unlabelled`` exist but are not in the watch cache (``existing`` finds them)."""
 
     def __init__(self, body: dict[str, Any]) -> None:
         self.body = body
         self.deployments: dict[str, dict[str, Any]] = {}
         self.others: dict[tuple[str, str], dict[str, Any]] = {}
+        self.unlabelled: dict[tuple[str, str], dict[str, Any]] = {}
+        self.lookups: list[tuple[str, str]] = []
+        self.applied_names: list[tuple[str, str]] = []
+        self.deleted: list[tuple[str, str, str | None]] = []
         self.versions = 100
         self.events: list[tuple[str, str, str]] = []
         self.applied: list[str] = []
@@ -78,6 +83,8 @@ class FakeKube:
         self.applied.append(obj["kind"])
         stored = copy.deepcopy(obj)
         name = obj["metadata"]["name"]
+        self.applied_names.append((obj["kind"], name))
+        self.unlabelled.pop((obj["kind"], name), None)
         if obj["kind"] == "Deployment":
             # As the API server: replicas another manager wrote stay; a new one defaults to 1.
             before = self.deployments.get(name)
@@ -105,7 +112,19 @@ class FakeKube:
         self.versions += 1
         self.deployments[name]["metadata"]["resourceVersion"] = str(self.versions)
 
-    def delete(self, api_version: str, kind: str, namespace: str, name: str) -> None:
+    def existing(
+        self, api_version: str, kind: str, namespace: str, name: str
+    ) -> dict[str, Any] | None:
+        self.lookups.append((kind, name))
+        found = self.unlabelled.get((kind, name)) or self.others.get((kind, name))
+        if kind == "Deployment":
+            found = found or self.deployments.get(name)
+        return copy.deepcopy(found)
+
+    def delete(
+        self, api_version: str, kind: str, namespace: str, name: str, uid: str | None = None
+    ) -> None:
+        self.deleted.append((kind, name, uid))
         if kind == "Deployment":
             self.deployments.pop(name, None)
         self.others.pop((kind, name), None)

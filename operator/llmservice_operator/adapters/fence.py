@@ -43,9 +43,16 @@ class FencedKube:
         self._fence("apply")
         return self._kube.apply(obj)
 
-    def delete(self, api_version: str, kind: str, namespace: str, name: str) -> None:
+    def existing(
+        self, api_version: str, kind: str, namespace: str, name: str
+    ) -> dict[str, Any] | None:
+        return self._kube.existing(api_version, kind, namespace, name)
+
+    def delete(
+        self, api_version: str, kind: str, namespace: str, name: str, uid: str | None = None
+    ) -> None:
         self._fence("delete")
-        self._kube.delete(api_version, kind, namespace, name)
+        self._kube.delete(api_version, kind, namespace, name, uid)
 
     def scale_deployment(
         self, namespace: str, name: str, replicas: int, kind: str = "Deployment"

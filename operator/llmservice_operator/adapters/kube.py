@@ -358,13 +358,34 @@ class KubeAdapter:
             return None
         return self._watches.get(Kind(api_version, kind), namespace, name)
 
-    def delete(self, api_version: str, kind: str, namespace: str, name: str) -> None:
+    def existing(
+        self, api_version: str, kind: str, namespace: str, name: str
+    ) -> dict[str, Any] | None:
+        """The object of that name, as its owner references tell whose it is: the watch
+        cache's copy (no request) when it carries our label, else one GET; None when free."""
+        cached = self._cached(kind, api_version, namespace, name)
+        if cached is not None:
+            return dict(cached)
+        try:
+            found = self._resource(api_version, kind).get(
+                name=name, namespace=namespace, serializer=_plain
+            )
+        except NotFoundError:
+            return None
+        return dict(found)
+
+    def delete(
+        self, api_version: str, kind: str, namespace: str, name: str, uid: str | None = None
+    ) -> None:
+        """Delete, in the background; ``uid``: only that very object (the API server refuses
+        with a 409 if the name now holds another, e.g. one made since our cache saw ours)."""
         self._ledger.forget((kind, namespace, name))
         resource = self._resource(api_version, kind)
+        body: dict[str, Any] = {"propagationPolicy": "Background"}
+        if uid:
+            body["preconditions"] = {"uid": uid}
         try:
-            resource.delete(
-                name=name, namespace=namespace, body={"propagationPolicy": "Background"}
-            )
+            resource.delete(name=name, namespace=namespace, body=body)
         except NotFoundError:
             log.debug("%s %s/%s already gone", kind, namespace, name)
 
