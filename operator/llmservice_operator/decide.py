@@ -13,6 +13,8 @@ from datetime import datetime
 from typing import Any
 
 from .api import LLMService, SpecError, parse_llmservice
+from .api.policy import NO_POLICY, AdminPolicy
+from .api.policy import check as check_policy
 from .api.status import (
     Condition,
     ConditionStatus,
@@ -254,6 +256,7 @@ def decide(
     scaling: ScalingOutcome | None = None,
     plan: ServicePlan | None = None,
     load_test: LoadTestRuntime | None = None,
+    policy: AdminPolicy = NO_POLICY,
 ) -> Decision:
     """The whole desired state of the LLMService ``body`` (as the watch delivered it), given
     what exists around it. See `rollout.step` for the measurement/smoke protocol:
@@ -265,6 +268,7 @@ def decide(
     generation = body.get("metadata", {}).get("generation")
     try:
         service = parse_llmservice(body)
+        check_policy(service.spec, policy)
         _check_secrets(service, observed.secrets)
         check_inference_pool(service.spec)
         if plan is None:

@@ -45,6 +45,7 @@ from .adapters.scaling_metrics import (
 from .adapters.smoke import run_smoke
 from .adoption import Claimed, check_names
 from .api import LLMService, SpecError, parse_llmservice
+from .api.policy import NO_POLICY, AdminPolicy
 from .api.status import AutoscalingStatus
 from .api.timestamps import from_rfc3339
 from .arrivals import FIRST_STATUS_HOLD_MAX_S
@@ -201,6 +202,7 @@ class Reconciler:
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         load_test: LoadTestRuntime | None = None,
         in_wave: Callable[[], bool] = lambda: False,
+        policy: AdminPolicy = NO_POLICY,
     ) -> None:
         self._kube = kube
         self._in_wave = in_wave
@@ -209,6 +211,7 @@ class Reconciler:
         self._prometheus_url = prometheus_url
         self._operator_namespace = operator_namespace
         self._load_test = load_test
+        self._policy = policy
         self._prometheus: MetricsSource = prometheus or PrometheusAdapter(prometheus_url)
         self._smoke_runner = smoke
         self._io = background or BackgroundIO(inline=True)
@@ -264,7 +267,7 @@ class Reconciler:
             return result
         decision = decide(
             body, observed, self._catalog, now, self._prometheus_url, scaling=scaling, plan=plan,
-            load_test=self._load_test,
+            load_test=self._load_test, policy=self._policy,
         )  # fmt: skip
         laps.lap("decide")
         if decision.measure is not None or decision.smoke is not None:
@@ -337,7 +340,7 @@ class Reconciler:
             # charged to the next interval, pause or deadline.
             now = fixed_now or self._clock()
             return decide(
-                body, observed, self._catalog, now, self._prometheus_url,
+                body, observed, self._catalog, now, self._prometheus_url, policy=self._policy,
                 measurement=measurement, scaling=scaling, plan=plan, load_test=self._load_test,
             )  # fmt: skip
         assert decision.smoke is not None
@@ -357,7 +360,7 @@ class Reconciler:
         )
         now = fixed_now or self._clock()
         return decide(
-            body, observed, self._catalog, now, self._prometheus_url,
+            body, observed, self._catalog, now, self._prometheus_url, policy=self._policy,
             smoke=smoke, scaling=scaling, plan=plan, load_test=self._load_test,
         )  # fmt: skip
 

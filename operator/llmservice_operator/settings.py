@@ -9,6 +9,7 @@ from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from .adapters.ports_file import PORTS_FILE_NAME
+from .api.policy import AdminPolicy, parse_list
 from .lease_timing import LeaseTiming, derived, timing_problem
 
 __all__ = ["OperatorSettings"]
@@ -88,6 +89,32 @@ class OperatorSettings(BaseSettings):
     identity: str = Field(
         default="", description="Leader-election identity prefix (the pod name in the chart)."
     )
+    policy_allowed_image_prefixes: str = Field(
+        default="",
+        description="Comma-separated prefixes every image a spec runs must start with (the "
+        "engine's, the endpoint picker's); empty: any image.",
+    )
+    policy_forbidden_engine_flags: str = Field(
+        default="--trust-remote-code",
+        description="Comma-separated vLLM flags a spec may not pass in engine.extraArgs.",
+    )
+
+    @model_validator(mode="after")
+    def _policy_parses(self) -> OperatorSettings:
+        _ = self.admin_policy
+        return self
+
+    @property
+    def admin_policy(self) -> AdminPolicy:
+        """The admin policy (api/policy.py); a bad list fails the start."""
+        return AdminPolicy.of(
+            parse_list(
+                self.policy_allowed_image_prefixes, "LLMSERVICE_POLICY_ALLOWED_IMAGE_PREFIXES"
+            ),
+            parse_list(
+                self.policy_forbidden_engine_flags, "LLMSERVICE_POLICY_FORBIDDEN_ENGINE_FLAGS"
+            ),
+        )
 
     @model_validator(mode="after")
     def _lease_timing_holds(self) -> OperatorSettings:

@@ -1,12 +1,13 @@
-"""The Helm chart's RBAC, rendered by the pinned helm (`make install` builds it; its absence
-fails): no wildcard grants, cluster mode's ClusterRole, and the namespaced mode's Roles and
-small ClusterRole; and its catalog is current. That the grants are enough (and only what is
+"""The Helm chart, rendered by the pinned helm (`make install` builds it; its absence fails):
+no wildcard grants, cluster mode's ClusterRole, and the namespaced mode's Roles and small
+ClusterRole; its catalog is current; the admin policy's values reach the operator's settings. That the grants are enough (and only what is
 used) is checked for real by the integration suite, which runs the chart-installed operator
 (namespaced: each release watches its test's namespace) and counts the API server's 403s."""
 
 from __future__ import annotations
 
 import functools
+import os
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,8 @@ import pytest
 import yaml
 
 from llmservice_dev.localcluster.binaries import bin_dir, pinned_versions
+from llmservice_operator.api.policy import AdminPolicy
+from llmservice_operator.settings import OperatorSettings
 
 CHART = Path(__file__).parents[2] / "charts" / "llmservice-operator"
 RELEASE, RELEASE_NAMESPACE = "rel", "rel-ns"
@@ -24,8 +27,8 @@ READS = {"get", "list", "watch"}
 #: What no ClusterRole of the namespaced mode may name, whatever the verb.
 NAMESPACE_ONLY = {"secrets", "pods", "deployments", "jobs", "roles", "rolebindings"}
 CLUSTER_SCOPED = {("apiextensions.k8s.io", "customresourcedefinitions"), ("", "namespaces")}
-_OWNED = ("list", "watch", "create", "patch", "delete")
-#: Cluster mode's ClusterRole as it was before the namespaced mode: (group, resource): verbs.
+_OWNED = ("get", "list", "watch", "create", "patch", "delete")
+#: Cluster mode's ClusterRole: (group, resource): verbs.
 CLUSTER_MODE = {
     ("serving.llmservice.dev", "llmservices"): ("list", "watch", "patch"),
     ("serving.llmservice.dev", "llmservices/status"): ("patch",),
@@ -231,3 +234,50 @@ def test_chart_gpu_catalog_matches_builtin() -> None:
         / "gpus.yaml"
     )
     assert (CHART / "files" / "gpus.yaml").read_text() == builtin.read_text(), "run `make crds`"
+
+
+def test_the_policy_values_are_joined_into_the_settings_env() -> None:
+    """Without helm: each list is joined with commas, which settings.py splits."""
+    text = (CHART / "templates" / "deployment.yaml").read_text()
+    for name, value in [
+        ("LLMSERVICE_POLICY_ALLOWED_IMAGE_PREFIXES", "allowedImagePrefixes"),
+        ("LLMSERVICE_POLICY_FORBIDDEN_ENGINE_FLAGS", "forbiddenEngineFlags"),
+    ]:
+        expected = f'{{name: {name}, value: {{{{ join "," .Values.policy.{value} | quote }}}}}}'
+        assert expected in text, name
+
+
+def _operator_env(*sets: str) -> dict[str, str]:
+    [deployment] = _of(_render(*sets), "Deployment")
+    [container] = deployment["spec"]["template"]["spec"]["containers"]
+    env: list[dict[str, Any]] = container["env"]
+    return {e["name"]: e["value"] for e in env if "value" in e}
+
+
+def _policy_from(env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> AdminPolicy:
+    for name in os.environ:
+        if name.startswith("LLMSERVICE_"):
+            monkeypatch.delenv(name)
+    for name, value in env.items():
+        if name.startswith("LLMSERVICE_POLICY_"):
+            monkeypatch.setenv(name, value)
+    return OperatorSettings().admin_policy
+
+
+def test_the_default_policy_values_reach_the_operator(monkeypatch: pytest.MonkeyPatch) -> None:
+    values = yaml.safe_load((CHART / "values.yaml").read_text())["policy"]
+    assert values == {"allowedImagePrefixes": [], "forbiddenEngineFlags": ["--trust-remote-code"]}
+    policy = _policy_from(_operator_env(), monkeypatch)
+    assert policy == AdminPolicy((), ("--trust-remote-code",))
+
+
+def test_the_policy_values_are_passed_as_lists(monkeypatch: pytest.MonkeyPatch) -> None:
+    env = _operator_env(
+        "policy.allowedImagePrefixes={mirror.example/,ghcr.io/acme/}",
+        "policy.forbiddenEngineFlags={--trust-remote-code,--enforce-eager}",
+    )
+    assert _policy_from(env, monkeypatch) == AdminPolicy(
+        ("mirror.example/", "ghcr.io/acme/"), ("--trust-remote-code", "--enforce-eager")
+    )
+    env = _operator_env("policy.forbiddenEngineFlags={}")  # the admin allows every flag
+    assert _policy_from(env, monkeypatch) == AdminPolicy()

@@ -117,6 +117,7 @@ def _run(args: argparse.Namespace) -> int:
             operator_namespace=settings.operator_namespace,
             load_test=_load_test_runtime(settings),
             in_wave=wave.active,
+            policy=settings.admin_policy,
         ),
         heartbeat=health.beat,
         wave=wave,

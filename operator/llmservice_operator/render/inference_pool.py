@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 
 from ..api import SpecError
+from ..api.images import picker_image
 from ..api.inference_pool import EPP_VERSION, EndpointPickerSpec, InferencePoolSpec
 from ..api.spec import LLMServiceSpec
 from ..vllm.metrics import metric_names
@@ -149,7 +150,7 @@ def endpoint_picker_objects(render_input: RenderInput, pool_name: str) -> list[d
     name = endpoint_picker_name(pool_name)
     selector = {PICKER_LABEL: pool_name}
     labels = _picker_labels(render_input, pool_name)
-    image = picker.image or (f"registry.k8s.io/gateway-api-inference-extension/epp:{EPP_VERSION}")
+    image = picker_image(picker)
     ports = {
         "grpc_port": EPP_GRPC_PORT,
         "health_port": EPP_HEALTH_PORT,

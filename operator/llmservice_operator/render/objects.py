@@ -20,6 +20,7 @@ import jinja2
 import yaml
 
 from ..api import LLMService, SpecError
+from ..api.images import engine_image
 from ..api.spec import LLMServiceSpec, ScalingBehavior
 from ..autoscale.policy import resolve_target_queue_depth
 from ..vllm.flags import flag_table
@@ -315,7 +316,7 @@ def pod_template(render_input: RenderInput) -> dict[str, Any]:
     tolerations += [t.model_dump(exclude_none=True) for t in spec.resources.tolerations]
     volumes, mounts = _volumes(render_input)
     drain = spec.serving.drain_seconds
-    image = spec.engine.image or f"vllm/vllm-openai:v{spec.engine.vllm_version}"
+    image = engine_image(spec.engine)
     # With an API key vLLM guards /v1/*: probe readiness on /health then (the server only
     # listens once the engine has loaded the model).
     readiness = "/health" if spec.serving.api_key_secret_ref else "/v1/models"
