@@ -38,6 +38,6 @@ run_group() { # name, pytest args...
 }
 
 rc=0
-run_group parallel -m "not serial" -n "${WORKERS}" --dist load "$@" || rc=1
+run_group parallel -m "not serial" -n "${WORKERS}" --dist load --maxschedchunk 1 "$@" || rc=1
 run_group serial -m serial "$@" || rc=1
 exit "${rc}"
