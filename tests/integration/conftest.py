@@ -42,13 +42,10 @@ class Kubectl(Protocol):
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Tests that use the ``cluster`` fixture (directly or not) carry the ``cluster`` marker.
-    Tests marked ``long`` run first (otherwise in file order): the workers of the parallel group
-    take tests in this order, and a long test taken last would be the group's tail alone."""
+    """Tests that use the ``cluster`` fixture (directly or not) carry the ``cluster`` marker."""
     for item in items:
         if "cluster" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.cluster)
-    items.sort(key=lambda item: item.get_closest_marker("long") is None)
 
 
 @pytest.fixture(scope="session")

@@ -475,7 +475,6 @@ def rescaled(kubectl_json: Any, namespace: str) -> list[str]:
     return [e["message"] for e in events if e.get("reason") == "Rescaled"]
 
 
-@pytest.mark.long
 def test_burst_restart_and_prometheus_outage(
     cluster: ClusterInfo,
     namespace: str,
@@ -769,7 +768,6 @@ def test_scale_to_zero_and_wake_on_requests_at_the_gateway(
     assert watcher.last().replicas == 0
 
 
-@pytest.mark.long
 def test_a_canary_and_its_stable_revision_scale_together(
     cluster: ClusterInfo,
     namespace: str,

@@ -99,7 +99,6 @@ def operator_metric(kubectl: Kubectl, op: OperatorRelease, name: str) -> float:
     raise AssertionError(f"no {name}")
 
 
-@pytest.mark.long
 def test_twenty_services_at_rest_make_almost_no_api_requests(
     cluster: ClusterInfo, namespace: str, kubectl: Kubectl, kubectl_json: Any,
     operators: OperatorFactory,

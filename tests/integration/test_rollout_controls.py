@@ -106,7 +106,6 @@ def promoted(kube: Cluster, name: str, revision: str) -> bool:
     return revisions.get("stable") == revision and not revisions.get("candidate")
 
 
-@pytest.mark.long
 def test_kubectl_llms_steers_canaries(
     tmp_path: Path,
     cluster: ClusterInfo,
@@ -271,7 +270,6 @@ def test_kubectl_llms_steers_canaries(
     assert_no_dropped_traffic(load["degrading"], bad=candidate["degrading"], answers_500=True)
 
 
-@pytest.mark.long
 def test_blue_green_preview_at_one_replica_with_the_load_test(
     cluster: ClusterInfo,
     namespace: str,

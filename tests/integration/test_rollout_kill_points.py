@@ -114,7 +114,6 @@ def candidate_ready(kube: Cluster, name: str) -> int:
     return int(((dep or {}).get("status") or {}).get("readyReplicas") or 0)
 
 
-@pytest.mark.long
 def test_the_operator_killed_in_every_stage_converges_as_an_uninterrupted_run(
     cluster: ClusterInfo,
     namespace: str,

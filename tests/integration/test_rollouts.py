@@ -517,7 +517,6 @@ def test_blue_green_switches_in_one_step_and_back_at_once(
     step("traffic checked")
 
 
-@pytest.mark.long
 def test_no_data_pauses_restart_resumes_and_prometheus_errors_roll_back(
     cluster: ClusterInfo,
     namespace: str,

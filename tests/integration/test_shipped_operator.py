@@ -12,7 +12,6 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -209,7 +208,6 @@ def test_bad_settings_crash_loop_with_the_reason_in_the_log(
     assert "Traceback" not in log
 
 
-@pytest.mark.long
 def test_the_image_runs_read_only_as_its_own_user() -> None:
     """As the chart runs it: a read-only root filesystem, uid 10001, and here no network."""
     ensure_images(with_vllm=False)
