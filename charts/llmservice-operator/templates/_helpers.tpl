@@ -24,12 +24,12 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
 
 {{- /* A probe of the operator's /healthz or /readyz: an HTTP GET on the health port, or, with
-hostNetwork (ports picked per pod), `llmservice probe` reading the ports file. */ -}}
+hostNetwork (ports picked per pod), `llmservice-probe` reading the ports file. */ -}}
 {{- define "llmservice-operator.probe" -}}
 {{- $hostNetwork := index . 0 -}}
 {{- $path := index . 1 -}}
 {{- if $hostNetwork -}}
-exec: {command: [llmservice, probe, {{ $path }}]}
+exec: {command: [llmservice-probe, {{ $path }}]}
 {{- else -}}
 httpGet: {path: /{{ $path }}, port: health}
 {{- end -}}

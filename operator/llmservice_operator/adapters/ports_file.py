@@ -1,14 +1,17 @@
 """The ports the operator's HTTP servers bound, in a small JSON file under its runtime dir.
 
 With port 0 (hostNetwork: two replicas on one node) the kernel picks the ports, and the exec
-probes (`llmservice probe`) read them here. Kept free of heavy imports: the kubelet runs the
-probe every few seconds.
+probes (`llmservice-probe`, adapters/health_probe.py) read them here. Kept free of imports
+beyond json: the kubelet runs the probe every few seconds.
 """
 
 from __future__ import annotations
 
 import json
-from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # pathlib costs the exec probe (health_probe.py) a tenth of its run
+    from pathlib import Path
 
 __all__ = ["PORTS_FILE_NAME", "read_ports", "write_ports"]
 
@@ -23,6 +26,7 @@ def write_ports(path: Path, ports: dict[str, int]) -> None:
     tmp.replace(path)
 
 
-def read_ports(path: Path) -> dict[str, int]:
-    data = json.loads(path.read_text())
+def read_ports(path: Path | str) -> dict[str, int]:
+    with open(path, encoding="utf-8") as file:
+        data = json.load(file)
     return {str(k): int(v) for k, v in data.items()}
