@@ -22,6 +22,7 @@ from typing import Any, Protocol
 
 import pytest
 
+from llmservice_dev.kubeget import for_kubeconfig
 from llmservice_dev.localcluster import (
     BinariesError,
     ClusterInfo,
@@ -72,15 +73,22 @@ def cluster() -> Iterator[ClusterInfo]:
 
 @pytest.fixture(scope="session")
 def kubectl(cluster: ClusterInfo) -> Kubectl:
-    """Run the pinned kubectl against the local cluster; returns the CompletedProcess."""
+    """Run the pinned kubectl against the local cluster; returns the CompletedProcess. A plain
+    ``get ... -o json`` is answered in process instead (dev/llmservice_dev/kubeget.py)."""
 
     def run(
         *args: str, input: str | None = None, check: bool = True, timeout: float = 60
     ) -> subprocess.CompletedProcess[str]:
         cmd = [str(cluster.kubectl), f"--kubeconfig={cluster.kubeconfig}", *args]
-        result = subprocess.run(
-            cmd, input=input, capture_output=True, text=True, timeout=timeout, check=False
-        )
+        answer = None if input is not None else for_kubeconfig(cluster.kubeconfig).get(*args)
+        if answer is not None:
+            result = subprocess.CompletedProcess(
+                cmd, answer.returncode, answer.stdout, answer.stderr
+            )
+        else:
+            result = subprocess.run(
+                cmd, input=input, capture_output=True, text=True, timeout=timeout, check=False
+            )
         if check and result.returncode != 0:
             raise AssertionError(
                 f"kubectl {' '.join(args)} failed ({result.returncode}):\n"

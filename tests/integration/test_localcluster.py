@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
+from llmservice_dev.kubeget import for_kubeconfig
 from llmservice_dev.localcluster import (
     DEFAULT_NODES,
     GPU_PRODUCT_LABEL,
@@ -159,7 +160,9 @@ def test_gpu_nodes_are_ready(kubectl: Kubectl) -> None:
 
 
 @pytest.mark.cluster
-def test_gpu_deployment_becomes_ready_on_h100_nodes(kubectl: Kubectl, namespace: str) -> None:
+def test_gpu_deployment_becomes_ready_on_h100_nodes(
+    cluster: ClusterInfo, kubectl: Kubectl, namespace: str
+) -> None:
     apply(kubectl, namespace, gpu_deployment("llm", 3, H100))
 
     def ready() -> bool:
@@ -180,6 +183,44 @@ def test_gpu_deployment_becomes_ready_on_h100_nodes(kubectl: Kubectl, namespace:
         assert ipaddress.ip_address(pod["status"]["podIP"]) in LOOPBACK_PODS
     ips = {p["status"]["podIP"] for p in pods}
     assert len(ips) == 3
+    assert_kubeget_prints_what_kubectl_prints(cluster, namespace)
+
+
+def assert_kubeget_prints_what_kubectl_prints(cluster: ClusterInfo, namespace: str) -> None:
+    """The tests' in-process ``get -o json`` (kubeget.py) against the kubectl it stands in
+    for: the same JSON for an object, a list by label, a cluster-scoped list and a field
+    selector, the same exit and message for a missing name."""
+    client = for_kubeconfig(cluster.kubeconfig)
+    queries = [
+        ("-n", namespace, "get", "deployment/llm", "-o", "json"),
+        ("-n", namespace, "get", "deploy", "llm", "-o", "json"),
+        ("get", "-n", namespace, "replicasets.apps", "-l", "app=llm", "-o", "json"),
+        ("get", "nodes", "-o", "json"),
+        ("get", "pods", "-A", f"--field-selector=metadata.namespace={namespace}", "-o", "json"),
+        ("-n", namespace, "get", "llmservice", "missing", "-o", "json"),
+    ]
+    for args in queries:
+        answer = client.get(*args)
+        assert answer is not None, args
+        real = subprocess.run(
+            [str(cluster.kubectl), f"--kubeconfig={cluster.kubeconfig}", *args],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert answer.returncode == real.returncode, (args, answer.stderr, real.stderr)
+        if real.returncode == 0:
+            ours, theirs = json.loads(answer.stdout), json.loads(real.stdout)
+            # Nodes and pods change between the two reads (heartbeats, status): compare the
+            # objects' identities and specs; the deployment is settled and compared whole.
+            if "items" in theirs and args[-3] in ("nodes", "-A"):
+                assert [(i["kind"], i["metadata"]["uid"], i["spec"]) for i in ours["items"]] == [
+                    (i["kind"], i["metadata"]["uid"], i["spec"]) for i in theirs["items"]
+                ], args
+                ours["items"] = theirs["items"] = []
+            assert ours == theirs, args
+        else:
+            assert answer.stderr.strip() == real.stderr.strip(), args
 
 
 @pytest.mark.cluster

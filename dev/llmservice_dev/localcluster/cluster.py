@@ -148,7 +148,17 @@ class ClusterInfo:
         return env
 
     def run_kubectl(self, *args: str, stdin: str | None = None) -> str:
-        """Run the pinned kubectl against this cluster; its stdout (raises when it fails)."""
+        """Run the pinned kubectl against this cluster; its stdout (raises when it fails). A
+        plain ``get ... -o json`` is answered in process (kubeget.py)."""
+        from ..kubeget import for_kubeconfig  # the kubernetes client: not for the CLI's start
+
+        answer = None if stdin is not None else for_kubeconfig(self.kubeconfig).get(*args)
+        if answer is not None:
+            if answer.returncode != 0:
+                raise subprocess.CalledProcessError(
+                    answer.returncode, ["kubectl", *args], answer.stdout, answer.stderr
+                )
+            return answer.stdout
         return subprocess.run(
             [str(self.kubectl), *args],
             env=self.env(),
