@@ -197,7 +197,7 @@ def assert_kubeget_prints_what_kubectl_prints(cluster: ClusterInfo, namespace: s
         ("get", "-n", namespace, "replicasets.apps", "-l", "app=llm", "-o", "json"),
         ("get", "nodes", "-o", "json"),
         ("get", "pods", "-A", f"--field-selector=metadata.namespace={namespace}", "-o", "json"),
-        ("-n", namespace, "get", "llmservice", "missing", "-o", "json"),
+        ("-n", namespace, "get", "configmap", "missing", "-o", "json"),
     ]
     for args in queries:
         answer = client.get(*args)

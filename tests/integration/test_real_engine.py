@@ -151,8 +151,7 @@ def test_tiny_service_available_then_a_flag_change_promoted_on_real_analysis(
             timeout=300,
         )
         step("promoted")
-    reasons = kube.reasons(NAME)
-    assert "SmokeTestPassed" in reasons and "AnalysisSuccessful" in reasons, reasons
+    reasons = kube.reasons_with(NAME, "SmokeTestPassed", "AnalysisSuccessful")
     assert reasons.index("SmokeTestPassed") < reasons.index("AnalysisSuccessful")
     [analysis] = [e for e in kube.events(NAME) if e["reason"] == "AnalysisSuccessful"]
     assert "ttft" in analysis["message"].lower(), analysis["message"]

@@ -168,8 +168,7 @@ def test_kubectl_llms_steers_canaries(
     llms("promote", "full", "--full")
     wait_for("full promoted", partial(promoted, kube, "full", candidate["full"]), 90)
     step("full promoted by promote --full")
-    reasons = kube.reasons("full")
-    assert "PromotedFull" in reasons and "Promoted" in reasons, reasons
+    reasons = kube.reasons_with("full", "PromotedFull", "Promoted")
     assert "AnalysisStarted" not in reasons, reasons
 
     # abort at the endless pause: 0 traffic, kept at its replicas for 5 s, then at 0.
@@ -205,8 +204,7 @@ def test_kubectl_llms_steers_canaries(
     llms("promote", "aborted")  # ends the pause; the analysis judges it
     wait_for("retried promoted", partial(promoted, kube, "aborted", candidate["aborted"]), 120)
     step("aborted: retried and promoted")
-    reasons = kube.reasons("aborted")
-    assert "Retried" in reasons and "AnalysisSuccessful" in reasons, reasons
+    kube.reasons_with("aborted", "Retried", "AnalysisSuccessful")
 
     # The background analysis fails the error-rate check during the endless pause.
     wait_for(
@@ -217,9 +215,9 @@ def test_kubectl_llms_steers_canaries(
     step("degrading rolled back by the background analysis")
     record = kube.revisions("degrading")["history"][-1]
     assert record["outcome"] == "RolledBack" and "errorRate" in record["reason"], record
+    kube.reasons_with("degrading", "AnalysisFailed", "WeightSet")
     failed = next(e for e in kube.events("degrading") if e["reason"] == "AnalysisFailed")
     assert "step 2/" in failed["message"] and "pause" in failed["message"], failed["message"]
-    assert "WeightSet" in kube.reasons("degrading")
     # It never went past the pause: one setWeight (50), never 100.
     weights = [e for e in kube.events("degrading") if e["reason"] == "WeightSet"]
     assert len(weights) == 1 and "100" not in weights[0]["message"], weights
@@ -319,7 +317,7 @@ def test_blue_green_preview_at_one_replica_with_the_load_test(
     step("preview at 1 replica; load test Job created")
     wait_for("preview promoted", partial(promoted, kube, "preview", candidate), 180)
     step("promoted")
-    reasons = kube.reasons("preview")
+    reasons = kube.reasons_with("preview", "Promoted")
     # The pre-promotion analysis (judging the load test's traffic), the switch, then the
     # post-promotion analysis (client traffic: none here, so it is the load test's last).
     expected = ["RolloutStarted", "SmokeTestPassed", "AnalysisStarted", "AnalysisSuccessful",

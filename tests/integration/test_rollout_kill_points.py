@@ -213,6 +213,7 @@ def test_the_operator_killed_in_every_stage_converges_as_an_uninterrupted_run(
     assert kube.deployments("good").keys() == {good["stable"]}
     history = [(h["revision"], h["outcome"]) for h in good["history"][-2:]]
     assert history == [(stable["good"], "Superseded"), (good["stable"], "Promoted")], history
+    kube.reasons_with("good", "Promoted")
     events = kube.events("good")
     weights = [e["message"] for e in events if e["reason"] == "WeightSet"]
     seen: list[str] = []

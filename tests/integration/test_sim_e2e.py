@@ -187,7 +187,7 @@ def test_live_pods_are_scraped_and_loaded(
 ) -> None:
     """Apply an LLMService: its pods become live simulators, Prometheus scrapes each Ready pod
     with vLLM's metrics, load below and above capacity shows in the queue and TTFT, the
-    client's TTFT p99 matches PromQL's, and scaled-down or deleted pods leave no target."""
+    client's median TTFT matches PromQL's, and scaled-down or deleted pods leave no target."""
     step = Steps()
     operators.start(namespace, LLMSERVICE_PROMETHEUS_URL=cluster.prometheus_url)
     apply(kubectl, llmservice("chat", namespace, replicas=2, gpu="L4"))
@@ -261,16 +261,20 @@ def test_live_pods_are_scraped_and_loaded(
         calm_queue_p99 = value(cluster, p99(names.queue_time, selector))
         calm_p99 = value(cluster, p99(names.ttft, selector))
         calm_p90 = value(cluster, p99(names.ttft, selector, quantile=0.9))
+        calm_p50 = value(cluster, p99(names.ttft, selector, quantile=0.5))
         assert calm_p99 is not None and calm.ttft_s.p99 is not None
         assert calm_p90 is not None and calm.ttft_s.p90 is not None
+        assert calm_p50 is not None and calm.ttft_s.p50 is not None
         # The gauge is read at scrape time: a request that arrived during the engine step in
         # flight counts as waiting until that step ends. A queue would be more than that.
         assert calm_waiting is not None and calm_waiting <= 1
         assert calm_queue_p99 is not None and calm_queue_p99 < 0.5
-        # Client-side and PromQL agree: same or neighbouring histogram bucket. At p90: of ~130
-        # calm requests the p99 is the second slowest, and one 50 ms stall of the client's
-        # process (x10 on the simulators' clock) moves it two buckets on a busy machine.
-        assert abs(bucket(calm.ttft_s.p90) - bucket(calm_p90)) <= 1, (calm.ttft_s.p90, calm_p90)
+        # Client-side and PromQL agree: the median in the same or a neighbouring histogram
+        # bucket. The client's tail holds its own process's stalls too (a 50 ms stall on a busy
+        # machine is 0.5 s on the simulators' clock; CI saw the client's p90 three buckets
+        # above), so there the client sees at least what the server reports, never less.
+        assert abs(bucket(calm.ttft_s.p50) - bucket(calm_p50)) <= 1, (calm.ttft_s.p50, calm_p50)
+        assert bucket(calm.ttft_s.p90) >= bucket(calm_p90) - 1, (calm.ttft_s.p90, calm_p90)
 
         # Above capacity (2.5x, open loop): the queue builds and TTFT p99 grows.
         burst = load(cluster, source, rate=15.0, duration=20)

@@ -316,9 +316,11 @@ class SimServer:
                 self._wakeup.clear()
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._wakeup.wait(), timeout)
-                self._engine_time = max(
-                    now, min(self.sim_now(), math.inf if wake is None else wake)
-                )
+                # Resume at what woke the loop (a request's arrival, the wakeup due), not at
+                # the moment this process got the CPU back: a late wake-up on a busy host
+                # would otherwise show, time-scaled, in the model's TTFT.
+                due = self.engine.next_wakeup(now)
+                self._engine_time = max(now, min(self.sim_now(), math.inf if due is None else due))
                 continue
             delay = self._wall(step.end - self.sim_now())
             await asyncio.sleep(delay if delay > min_sleep else 0)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -311,11 +312,13 @@ def test_gauges_show_running_and_waiting_under_load() -> None:
         payload = {"model": "m", "prompt": "q", "max_tokens": 600, "ignore_eos": True}
         url = f"{base}/v1/completions"
         tasks = [asyncio.create_task(post(session, url, payload)) for _ in range(10)]
-        for _ in range(100):  # until all ten have arrived (the first batch takes ~0.2 s)
+        # Until all ten have arrived and the batch is full: the first request starts alone at
+        # its arrival, the others join at the next steps (the first batch takes ~0.2 s).
+        for _ in range(100):
             await asyncio.sleep(0.005)
             families = await scrape(session, base)
-            queued = value(families, "vllm:num_requests_waiting")
-            if queued + value(families, "vllm:num_requests_running") == 10:
+            running = value(families, "vllm:num_requests_running")
+            if running == 4 and value(families, "vllm:num_requests_waiting") + running == 10:
                 break
         assert value(families, "vllm:num_requests_running") == 4
         assert value(families, "vllm:num_requests_waiting") == 6
@@ -466,5 +469,36 @@ def test_a_lagging_host_delays_tokens_but_not_the_reported_latencies() -> None:
         expected = sum(server.profile.decode_step_ms(1, 1 + n) for n in range(1, 60)) / 1000
         assert itl_sum == pytest.approx(expected, rel=0.01)  # no 3 s gap in the model's timeline
         assert value(families, "vllm:e2e_request_latency_seconds_sum") < 1.0
+
+    with_server(server, body)
+
+
+def test_a_late_wake_up_of_an_idle_engine_does_not_show_in_the_ttft() -> None:
+    """The process stalls between a request's arrival at an idle engine and the engine loop
+    waking (a busy host): 0.3 s of wall clock, 6 simulated seconds. The model's TTFT holds."""
+    offset = [0.0]
+    server = SimServer(
+        fallback_profile(),
+        SimConfig(model="meta-llama/Llama-3.1-8B-Instruct", served_model_names=("chat",),
+                  time_scale=SCALE),
+        clock=lambda: time.monotonic() + offset[0],
+    )  # fmt: skip
+
+    async def body(session: Session, base: str) -> None:
+        await asyncio.sleep(0.05)  # the engine loop is idle, waiting
+        wake = server._wakeup.set
+
+        def stalled_wake() -> None:
+            offset[0] += 0.3
+            wake()
+
+        server._wakeup.set = stalled_wake  # type: ignore[method-assign]
+        payload = {"model": "chat", "prompt": "stall", "max_tokens": 4, "ignore_eos": True}
+        status, _ = await post(session, f"{base}/v1/completions", payload)
+        assert status == 200
+        assert offset[0] >= 0.3  # the stall happened
+        families = await scrape(session, base)
+        assert value(families, "vllm:time_to_first_token_seconds_count") == 1
+        assert value(families, "vllm:time_to_first_token_seconds_sum") < 1.0  # not 6 s
 
     with_server(server, body)
