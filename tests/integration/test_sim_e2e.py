@@ -234,8 +234,17 @@ def test_live_pods_are_scraped_and_loaded(
     assert ISSUE_METRICS.items() <= types.items()
     for spec in names.exposed:
         series_name = spec.name + ("_bucket" if spec.kind == "histogram" else "")
-        found = query(cluster.prometheus_url, f"{series_name}{{{selector}}}")
-        assert len({s["metric"]["pod"] for s in found}) == 2, spec.name
+        # http_requests_total starts at a pod's first probe: a target can be up from a scrape
+        # before it, and the series comes with the next scrape.
+        found = wait_for(
+            f"{spec.name} from both pods",
+            lambda q=f"{series_name}{{{selector}}}": (
+                (f := query(cluster.prometheus_url, q))
+                and len({s["metric"]["pod"] for s in f}) == 2
+                and f
+            ),
+            timeout=15,
+        )
         extra = {"__name__", "le"} if spec.kind == "histogram" else {"__name__"}
         for series in found:
             assert set(series["metric"]) == set(spec.labels) | TARGET_LABELS | extra, spec.name
