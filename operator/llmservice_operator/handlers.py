@@ -323,6 +323,10 @@ async def _process(state: OperatorState, key: Key) -> Laps | None:
         state.events.post(body, result.events)
     if result.updated_body is not None and _newer(result.updated_body, state.bodies.get(key)):
         state.bodies[key] = result.updated_body
+        if _generation(result.updated_body) != _generation(body):
+            # A spec change landed while this reconcile ran, and our status write came back
+            # with it: its own watch event is now older than the cache, so it enqueues nothing.
+            state.enqueue(key)
     if result.requeue_at is not None:
         state.schedule(key, (result.requeue_at - datetime.now(UTC)).total_seconds())
     return result.laps

@@ -296,7 +296,9 @@ class Reconciler:
         if updated is not None and scaling is not None and status is decision.status:
             memory.persisted_at = now  # the new autoscaling record went with it
         # As of our own writes: their watch events must not look like news.
-        memory.fingerprint = _fingerprint(updated or body, _as_applied(observed, written), scaling)
+        memory.fingerprint = _fingerprint(
+            _as_decided(updated, body), _as_applied(observed, written), scaling
+        )
         memory.decided_requeue_at = decision.requeue_at
         if self._metrics is not None:
             self._metrics.usage.record(key, ((updated or body).get("status") or {}).get("cost"))
@@ -616,7 +618,7 @@ class Reconciler:
                 memory.persisted_at = now
                 # As of our own write: its watch event must not look like news (else a full
                 # decision, render and apply follow every autoscaling write).
-                memory.fingerprint = _fingerprint(updated, observed, scaling)
+                memory.fingerprint = _fingerprint(_as_decided(updated, body), observed, scaling)
         requeue = _earliest(memory.decided_requeue_at, self._next_evaluation(
             memory.plan, memory, now))  # fmt: skip
         return ReconcileResult([], updated is not None, 0, 0, requeue, updated)
@@ -688,6 +690,15 @@ class Reconciler:
         if not patch:
             return None
         return self._kube.patch_status(*key, patch)
+
+
+def _as_decided(updated: dict[str, Any] | None, body: dict[str, Any]) -> dict[str, Any]:
+    """The version a decision stands for: our status write's answer, unless a spec change
+    landed while we decided (the answer carries a new generation that was not decided on)."""
+    if updated is None:
+        return body
+    generation = (updated.get("metadata") or {}).get("generation")
+    return updated if generation == (body.get("metadata") or {}).get("generation") else body
 
 
 def _fingerprint(

@@ -173,8 +173,9 @@ class Watcher:
         while not self._stop.wait(0.5):
             try:
                 obj: dict[str, Any] = custom.get_namespaced_custom_object(  # type: ignore[assignment]
-                    "serving.llmservice.dev", "v1alpha1", self.namespace, "llmservices", NAME
-                )
+                    "serving.llmservice.dev", "v1alpha1", self.namespace, "llmservices", NAME,
+                    _request_timeout=10,
+                )  # fmt: skip
                 deployments = apps.list_namespaced_deployment(
                     self.namespace,
                     label_selector=f"llmservice.dev/service={NAME}",

@@ -318,6 +318,7 @@ def test_operator_mode_autoscaling_on_the_real_queue(
         wait_for("two Ready replicas", lambda: ready_replicas() == 2, 180)
         step("two Ready")
     ended = time.monotonic()
+    kube.reasons_with(NAME, "Rescaled")
     rescaled = [e["message"] for e in kube.events(NAME) if e["reason"] == "Rescaled"]
     assert any("waiting" in m or "queue" in m for m in rescaled), rescaled
     wait_for("back to one replica", lambda: desired() == 1 and ready_replicas() == 1, 300)

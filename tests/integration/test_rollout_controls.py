@@ -226,6 +226,9 @@ def test_kubectl_llms_steers_canaries(
     wait_for("fast promoted", partial(promoted, kube, "fast", candidate["fast"]), 120)
     kube.set_env("fast", {})
     wait_for("fast back on its old revision", partial(promoted, kube, "fast", stable["fast"]), 90)
+    wait_for(
+        "fast's second Promoted event", lambda: kube.reasons("fast").count("Promoted") == 2, 30
+    )
     events = kube.events("fast")
     reasons = [e["reason"] for e in events]
     # From RolloutStarted to Promoted, by the operator's own Event times: the full rollout,

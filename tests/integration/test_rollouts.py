@@ -340,6 +340,7 @@ def test_canary_promotes_a_good_revision_and_rolls_back_bad_ones(
         assert (degraded["status"], degraded["reason"]) == ("True", "RolledBack")
         assert status["phase"] == "Degraded"
         assert kube.selector(name)[REVISION] == stable[name]
+        kube.reasons_with(name, reason, "RolledBack")
         events = kube.events(name)
         warnings = {e["reason"]: e["message"] for e in events if e["type"] == "Warning"}
         assert {reason, "RolledBack"} <= warnings.keys(), warnings

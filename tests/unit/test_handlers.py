@@ -729,3 +729,46 @@ def test_the_resync_wakes_only_the_services_nothing_reconciled_for_an_interval()
     first, second = asyncio.run(scenario())
     assert first == {("ml", "stale"), ("ml", "never")}
     assert second == {("ml", "recent")}
+
+
+class StatusWriter:
+    """Each reconcile writes the status; the API server answers with the object as it is then.
+    Before the first answer a person changes the spec (generation 1 -> 2)."""
+
+    def __init__(self) -> None:
+        self.seen: list[int] = []
+        self.version = 10
+
+    def reconcile(self, body: dict[str, Any]) -> ReconcileResult:
+        generation = body["metadata"]["generation"]
+        self.seen.append(generation)
+        self.version += 2  # the spec change (+1), then our status write (+1)
+        stored = {"metadata": {**body["metadata"], "generation": 2,
+                               "resourceVersion": str(self.version)}}  # fmt: skip
+        return ReconcileResult([], False, 0, 0, None, updated_body=stored)
+
+
+def test_a_spec_change_that_came_back_with_our_status_write_is_reconciled() -> None:
+    """The watch event of the spec change comes after our write's answer, which carries it:
+    that event is older than the cache (not news), so the reconcile itself asks for another."""
+
+    async def scenario() -> StatusWriter:
+        state = _state()
+        reconciler = StatusWriter()
+        state.reconciler = reconciler  # type: ignore[assignment]
+        state.kube = NoEvents()  # type: ignore[assignment]
+        state.queue = WorkQueue()
+        state.bodies[KEY] = {"metadata": {**_body("10")["metadata"], "generation": 1}}
+        worker = asyncio.create_task(_worker(state))
+        state.enqueue(KEY)
+        for _ in range(100):
+            await asyncio.sleep(0.01)
+            if len(reconciler.seen) >= 2:
+                break
+        late = {"metadata": {**_body("11")["metadata"], "generation": 2}}
+        assert not remember(state, KEY, late)  # the spec change's own event: not news
+        worker.cancel()
+        await asyncio.gather(worker, return_exceptions=True)
+        return reconciler
+
+    assert asyncio.run(scenario()).seen[:2] == [1, 2]

@@ -666,3 +666,25 @@ def test_a_service_that_has_a_status_is_never_held() -> None:
     result = reconciler.reconcile(copy.deepcopy(kube.body))
     assert not result.status_held and result.wrote_status
     assert kube.body["status"]["observedGeneration"] == 2
+
+
+def test_a_spec_change_that_came_back_with_the_status_write_is_decided_on() -> None:
+    """A person changes the spec while a reconcile decides on the old one; its status write
+    answers with the new spec. That answer is not a version already decided on: the next
+    reconcile of it decides in full and rolls the new spec out."""
+    kube = FakeKube(_body())
+    reconciler = Reconciler(kube, load_catalog(), "http://prometheus:9090", clock=lambda: T0)
+    for _ in range(3):  # create, then settle (Deployment Ready, Available)
+        reconciler.reconcile(copy.deepcopy(kube.body))
+    read = copy.deepcopy(kube.body)
+    version = int(kube.body["metadata"]["resourceVersion"])
+    read["status"]["conditions"] = []  # someone's edit: a status this reconcile rewrites
+    read["metadata"]["resourceVersion"] = str(version + 1)
+    kube.body["spec"]["engine"]["maxNumSeqs"] = 8  # the spec change lands meanwhile
+    kube.body["metadata"]["generation"] = 2
+    kube.body["metadata"]["resourceVersion"] = str(version + 2)
+    before = {n for k, n in kube.applied_names if k == "Deployment"}
+    result = reconciler.reconcile(read)
+    assert result.updated_body is not None and result.updated_body["metadata"]["generation"] == 2
+    reconciler.reconcile(copy.deepcopy(kube.body))
+    assert {n for k, n in kube.applied_names if k == "Deployment"} - before
