@@ -73,6 +73,16 @@ def _body(resource_version: str) -> dict[str, Any]:
     return {"metadata": {"namespace": "ml", "name": "chat", "resourceVersion": resource_version}}
 
 
+def _working_state(reconciler: Any, body: dict[str, Any]) -> OperatorState:
+    """A state whose workers reconcile ``body`` (KEY) with ``reconciler``; Events dropped."""
+    state = _state()
+    state.reconciler = reconciler
+    state.kube = NoEvents()  # type: ignore[assignment]
+    state.queue = WorkQueue()
+    state.bodies[KEY] = body
+    return state
+
+
 def _llmservice_event_handler(state: OperatorState) -> Any:
     """kopf's handler of LLMService events, registered for ``state``."""
     registry = kopf.OperatorRegistry()
@@ -85,12 +95,8 @@ def _llmservice_event_handler(state: OperatorState) -> Any:
 
 def test_a_key_is_reconciled_by_one_worker_at_a_time_and_again_when_asked_meanwhile() -> None:
     async def scenario() -> SlowReconciler:
-        state = _state()
         reconciler = SlowReconciler()
-        state.reconciler = reconciler  # type: ignore[assignment]
-        state.kube = NoEvents()  # type: ignore[assignment]
-        state.queue = WorkQueue()
-        state.bodies[KEY] = _body("1")
+        state = _working_state(reconciler, _body("1"))
         workers = [asyncio.create_task(_worker(state)) for _ in range(4)]
         state.enqueue(KEY)
         await asyncio.sleep(0.01)  # a worker has it now
@@ -753,12 +759,10 @@ def test_a_spec_change_that_came_back_with_our_status_write_is_reconciled() -> N
     that event is older than the cache (not news), so the reconcile itself asks for another."""
 
     async def scenario() -> StatusWriter:
-        state = _state()
         reconciler = StatusWriter()
-        state.reconciler = reconciler  # type: ignore[assignment]
-        state.kube = NoEvents()  # type: ignore[assignment]
-        state.queue = WorkQueue()
-        state.bodies[KEY] = {"metadata": {**_body("10")["metadata"], "generation": 1}}
+        state = _working_state(
+            reconciler, {"metadata": {**_body("10")["metadata"], "generation": 1}}
+        )
         worker = asyncio.create_task(_worker(state))
         state.enqueue(KEY)
         for _ in range(100):
